@@ -1,0 +1,1 @@
+"""Backends: the Python backend API and the libtriton_<name> loader."""

@@ -1,0 +1,278 @@
+"""Backend API v1 (Python): the objects a backend's ``TRITONBACKEND_*`` functions receive.
+
+A Python backend is a module ``libtriton_<name>.py`` (or a package
+``libtriton_<name>/``) that defines these functions; every one but
+``TRITONBACKEND_ModelInstanceExecute`` is optional. They mirror the entry
+points of Triton's ``tritonbackend.h`` and all run **in the worker process**
+that hosts one model instance, on its executing thread:
+
+==========================================  ========================================
+function                                    when
+==========================================  ========================================
+``TRITONBACKEND_Initialize(backend)``       once per worker, before anything else
+``TRITONBACKEND_ModelInitialize(model)``    once per worker, after Initialize; may
+                                            complete the model config (auto-complete)
+``TRITONBACKEND_ModelInstanceInitialize``   ``(instance)``, once per worker
+``TRITONBACKEND_ModelInstanceExecute``      ``(instance, requests)`` for each batch
+``TRITONBACKEND_ModelInstanceFinalize``     ``(instance)``, at unload or shutdown
+``TRITONBACKEND_ModelFinalize(model)``      after the instance is finalized
+``TRITONBACKEND_Finalize(backend)``         last, before the worker exits
+==========================================  ========================================
+
+A function that raises :class:`~tritium.core.errors.TritonError` (or any
+exception) fails that step: a failed initialize fails the model load with the
+message; a failed execute fails every request of the batch that has not
+received its final response yet. The worker keeps running.
+
+Tensors are numpy arrays. Inputs are read-only views of the shared-memory
+arena (no copy); BYTES tensors are object arrays of ``bytes``; BF16 tensors
+are ``uint16`` arrays holding the raw bfloat16 bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import Code, TritonError
+
+__all__ = [
+    "API_VERSION",
+    "Backend",
+    "Model",
+    "ModelInstance",
+    "Request",
+    "ResponseSink",
+    "TritonError",
+    "Code",
+]
+
+#: (major, minor) of this API; a backend may define ``TRITONBACKEND_API_VERSION``
+#: and the loader refuses one whose major differs.
+API_VERSION = (1, 0)
+
+
+class Backend:
+    """A loaded backend (one per worker).
+
+    :ivar name: the backend name (``"onnxruntime"``).
+    :ivar directory: the folder the backend library was loaded from.
+    :ivar config: settings given with ``--backend-config=<name>,<key>=<value>``.
+    :ivar state: free for the backend to use.
+    """
+
+    def __init__(self, name: str, directory: str, config: Mapping[str, str]) -> None:
+        self.name = name
+        self.directory = directory
+        self.config: dict[str, str] = dict(config)
+        self.state: Any = None
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r})"
+
+
+class Model:
+    """The model a worker serves.
+
+    :ivar name: model name.
+    :ivar version: model version (an integer).
+    :ivar config: the model configuration as a dict in the JSON form of
+        Triton's ``ModelConfig`` (proto field names: ``max_batch_size``,
+        ``input[i]["data_type"] == "TYPE_FP32"``, ``dims`` as ints, ...).
+    :ivar repository_path: the model's folder (``<repository>/<model>``).
+    :ivar version_path: the version folder (``<repository>/<model>/<version>``).
+    :ivar backend: the :class:`Backend`.
+    :ivar auto_complete_config: True when the backend may complete the
+        configuration in ``TRITONBACKEND_ModelInitialize`` (Triton's
+        auto-complete; off with ``--disable-auto-complete-config``).
+    :ivar state: free for the backend to use.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        config: dict[str, Any],
+        repository_path: str,
+        backend: Backend,
+        auto_complete_config: bool,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.config = config
+        self.repository_path = repository_path
+        self.version_path = f"{repository_path}/{version}"
+        self.backend = backend
+        self.auto_complete_config = auto_complete_config
+        self.state: Any = None
+        self._config_changed = False
+
+    def set_config(self, config: dict[str, Any]) -> None:
+        """Replace the model configuration (auto-complete).
+
+        Only allowed during ``TRITONBACKEND_ModelInitialize`` and only when
+        :attr:`auto_complete_config` is True; the core validates the result.
+
+        :raises TritonError: UNSUPPORTED when auto-complete is disabled.
+        """
+        if not self.auto_complete_config:
+            raise TritonError(Code.UNSUPPORTED, f"model '{self.name}': auto-complete of the config is disabled")
+        self.config = config
+        self._config_changed = True
+
+    def parameter(self, key: str, default: str | None = None) -> str | None:
+        """The ``string_value`` of config ``parameters[key]``, or ``default``."""
+        value = self.config.get("parameters", {}).get(key)
+        if isinstance(value, dict):
+            return str(value.get("string_value", default))
+        return default
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, version={self.version})"
+
+
+class ModelInstance:
+    """The model instance a worker hosts (one per worker process).
+
+    :ivar name: Triton's instance name, ``<group name>_<index>`` (``"m_0_0"``).
+    :ivar kind: ``"KIND_CPU"`` or ``"KIND_GPU"``.
+    :ivar device_id: GPU id for KIND_GPU, else 0.
+    :ivar model: the :class:`Model`.
+    :ivar state: free for the backend to use.
+    """
+
+    def __init__(self, name: str, kind: str, device_id: int, model: Model) -> None:
+        self.name = name
+        self.kind = kind
+        self.device_id = device_id
+        self.model = model
+        self.state: Any = None
+
+    def __repr__(self) -> str:
+        return f"ModelInstance({self.name!r}, {self.kind}, device {self.device_id})"
+
+
+class ResponseSink(Protocol):
+    """What a :class:`Request` sends its responses through (the worker implements it)."""
+
+    def send_response(
+        self,
+        request: "Request",
+        outputs: Mapping[str, np.ndarray] | None,
+        error: TritonError | None,
+        parameters: Mapping[str, Any] | None,
+        final: bool,
+    ) -> None: ...
+
+    def output_buffer(self, request: "Request", datatype: str, shape: Sequence[int]) -> np.ndarray: ...
+
+
+class Request:
+    """One inference request in a batch given to ``TRITONBACKEND_ModelInstanceExecute``.
+
+    :ivar id: the request id the client gave ("" when none).
+    :ivar correlation_id: the sequence correlation id (0 when none; int or str).
+    :ivar flags: sequence flags (1 = START, 2 = END, as Triton's
+        ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_*``).
+    :ivar parameters: request parameters (``{"key": bool | int | float | str}``).
+    :ivar inputs: input tensors by name (read-only numpy arrays, shapes as sent,
+        batch dimension included when the model batches).
+    :ivar requested_output_names: the outputs the client asked for; empty
+        means all outputs of the model.
+    """
+
+    __slots__ = (
+        "id",
+        "correlation_id",
+        "flags",
+        "parameters",
+        "inputs",
+        "requested_output_names",
+        "_sink",
+        "_final_sent",
+        "_token",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        correlation_id: int | str,
+        flags: int,
+        parameters: dict[str, Any],
+        inputs: dict[str, np.ndarray],
+        requested_output_names: list[str],
+        sink: ResponseSink,
+        token: Any = None,
+    ) -> None:
+        self.id = id
+        self.correlation_id = correlation_id
+        self.flags = flags
+        self.parameters = parameters
+        self.inputs = inputs
+        self.requested_output_names = requested_output_names
+        self._sink = sink
+        self._final_sent = False
+        self._token = token
+
+    def input(self, name: str) -> np.ndarray:
+        """The input tensor ``name``.
+
+        :raises TritonError: INVALID_ARG when the request has no such input.
+        """
+        try:
+            return self.inputs[name]
+        except KeyError:
+            raise TritonError(Code.INVALID_ARG, f"request has no input '{name}'") from None
+
+    def is_output_requested(self, name: str) -> bool:
+        """True when the client wants output ``name`` (all outputs when it named none)."""
+        return not self.requested_output_names or name in self.requested_output_names
+
+    def output_buffer(self, name: str, datatype: str, shape: Sequence[int]) -> np.ndarray:
+        """A writable array in shared memory for output ``name`` (like ``TRITONBACKEND_OutputBuffer``).
+
+        Fill it and pass it to :meth:`respond`: it then goes to the client
+        without another copy. Not for BYTES.
+
+        :param datatype: KServe datatype name (``"FP32"``).
+        :param shape: the output shape.
+        :raises TritonError: INVALID_ARG for BYTES or an unknown datatype.
+        """
+        del name  # the buffer is tied to the request, not the name
+        return self._sink.output_buffer(self, datatype, shape)
+
+    def respond(
+        self,
+        outputs: Mapping[str, np.ndarray] | None = None,
+        *,
+        error: TritonError | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        final: bool = True,
+    ) -> None:
+        """Send a response (like ``TRITONBACKEND_ResponseSend``).
+
+        A model that is not decoupled sends exactly one response per request,
+        final (the default). A decoupled model sends any number with
+        ``final=False`` and ends with ``final=True`` (outputs optional).
+        Outputs the client did not request are dropped here.
+
+        :param outputs: output tensors by name (numpy arrays; object arrays of
+            bytes/str for BYTES).
+        :param error: send an error response instead (outputs ignored).
+        :param parameters: response parameters (``{"key": bool | int | float | str}``).
+        :raises TritonError: INTERNAL when the request already got its final response.
+        """
+        if self._final_sent:
+            raise TritonError(Code.INTERNAL, f"request '{self.id}' already received its final response")
+        if final:
+            self._final_sent = True
+        self._sink.send_response(self, outputs, error, parameters, final)
+
+    @property
+    def completed(self) -> bool:
+        """True once the final response was sent."""
+        return self._final_sent
+
+    def __repr__(self) -> str:
+        return f"Request(id={self.id!r}, inputs={list(self.inputs)})"

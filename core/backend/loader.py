@@ -1,0 +1,146 @@
+"""Backend discovery and loading: Triton's ``libtriton_<name>`` search rules.
+
+For model ``M`` (version ``V``) with backend ``B`` the library is looked for,
+first match wins, in
+
+1. ``<model repository>/M/V/``
+2. ``<model repository>/M/``
+3. ``<backend directory>/B/``
+
+as ``libtriton_B.py`` (a module), ``libtriton_B/`` (a package) or
+``libtriton_B.so`` (a shared library). The model config's ``runtime`` field
+names another library file to look for in the same places. Runs in the worker
+process (the core never imports a backend).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import Code, TritonError
+from ..model_repository.paths import safe_join
+from .api import API_VERSION
+
+__all__ = ["BackendLibrary", "find_backend_library", "load_backend_module", "REQUIRED_ENTRY_POINT"]
+
+REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLibrary:
+    """A backend library found on disk.
+
+    :ivar path: the file (``.py``/``.so``) or package folder.
+    :ivar kind: ``"module"``, ``"package"`` or ``"shared_library"``.
+    """
+
+    path: Path
+    kind: str
+
+    @property
+    def directory(self) -> Path:
+        """The folder holding the library."""
+        return self.path.parent
+
+
+def _candidates(backend: str, runtime: str) -> list[str]:
+    if runtime:
+        return [runtime]
+    stem = f"libtriton_{backend}"
+    return [f"{stem}.py", stem, f"{stem}.so"]
+
+
+def find_backend_library(
+    backend: str,
+    model_path: str | Path,
+    version: int,
+    backend_directory: str | Path,
+    runtime: str = "",
+) -> BackendLibrary:
+    """Find the library of ``backend`` for a model, by Triton's search order.
+
+    :param model_path: the model's folder in its repository.
+    :param version: the version being loaded.
+    :param backend_directory: the global backend directory.
+    :param runtime: the config's ``runtime`` (a file name), "" for the default.
+    :raises TritonError: INVALID_ARG for a backend name or runtime that is not
+        a plain name; NOT_FOUND listing every path searched when nothing matches.
+    """
+    if not backend or "/" in backend or backend in (".", ".."):
+        raise TritonError(Code.INVALID_ARG, f"invalid backend name '{backend}'")
+    model_path = Path(model_path)
+    places = [
+        (model_path, str(version)),
+        (model_path, None),
+        (Path(backend_directory), backend),
+    ]
+    searched: list[str] = []
+    for root, sub in places:
+        base = safe_join(root, sub, what="version") if sub else root
+        for name in _candidates(backend, runtime):
+            path = safe_join(base, name, what="runtime") if base.exists() else base / name
+            searched.append(str(path))
+            if name.endswith(".so") and path.is_file():
+                return BackendLibrary(path, "shared_library")
+            if name.endswith(".py") and path.is_file():
+                return BackendLibrary(path, "module")
+            if path.is_dir() and (path / "__init__.py").is_file():
+                return BackendLibrary(path, "package")
+    raise TritonError(
+        Code.NOT_FOUND,
+        f"unable to find backend library for backend '{backend}'"
+        + (f" (runtime '{runtime}')" if runtime else "")
+        + ", searched: "
+        + ", ".join(searched),
+    )
+
+
+def load_backend_module(library: BackendLibrary, backend: str) -> ModuleType:
+    """Import a Python backend library and check its entry points.
+
+    :raises TritonError: UNSUPPORTED for a shared library (not supported by
+        this release), INVALID_ARG when the module cannot be imported, lacks
+        ``TRITONBACKEND_ModelInstanceExecute`` or declares an incompatible
+        ``TRITONBACKEND_API_VERSION``.
+    """
+    if library.kind == "shared_library":
+        raise TritonError(
+            Code.UNSUPPORTED,
+            f"backend '{backend}': shared-library backends ({library.path}) are not supported yet; "
+            "write the backend as a Python module libtriton_<name>.py",
+        )
+    module_name = f"tritium_backend_{backend}"
+    if library.kind == "package":
+        spec = importlib.util.spec_from_file_location(
+            module_name, library.path / "__init__.py", submodule_search_locations=[str(library.path)]
+        )
+    else:
+        spec = importlib.util.spec_from_file_location(module_name, library.path)
+    if spec is None or spec.loader is None:
+        raise TritonError(Code.INVALID_ARG, f"backend '{backend}': cannot import {library.path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except TritonError:
+        raise
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise TritonError(
+            Code.INVALID_ARG, f"backend '{backend}': failed to import {library.path}: {type(exc).__name__}: {exc}"
+        ) from exc
+    version = getattr(module, "TRITONBACKEND_API_VERSION", API_VERSION)
+    if not isinstance(version, tuple) or not version or version[0] != API_VERSION[0]:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"backend '{backend}': API version {version} is not compatible with tritium's {API_VERSION}",
+        )
+    if not callable(getattr(module, REQUIRED_ENTRY_POINT, None)):
+        raise TritonError(
+            Code.INVALID_ARG, f"backend '{backend}': {library.path} does not define {REQUIRED_ENTRY_POINT}"
+        )
+    return module

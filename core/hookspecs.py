@@ -1,0 +1,54 @@
+"""Hook specifications for endpoint plugins (pluggy), the contract a frontend package implements.
+
+A frontend package registers a module under the ``tritium.frontends``
+entry-point group (``[project.entry-points."tritium.frontends"] myproto =
+"mypkg.frontend"``) and enables it in ``plugins.toml`` (``[frontends.myproto]
+enabled = true``). The module defines the hook below, marked with
+:data:`hookimpl`; it runs in the core process, on the event loop, while the
+server starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import InferenceServer
+
+PROJECT = "tritium"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+__all__ = ["hookspec", "hookimpl", "Frontend", "FrontendSpec"]
+
+
+class Frontend(Protocol):
+    """An endpoint: translates a wire protocol into calls on :class:`InferenceServer`.
+
+    ``start`` binds and begins serving; ``stop`` stops accepting, lets
+    in-flight calls finish for up to ``grace`` seconds, then closes.
+    """
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace: float) -> None: ...
+
+
+class FrontendSpec:
+    """The hooks a frontend plugin implements."""
+
+    @hookspec
+    def tritium_frontend(
+        self, name: str, server: "InferenceServer", settings: Mapping[str, Any]
+    ) -> Frontend | None:
+        """Create the frontend called ``name`` if this plugin provides it, else return None.
+
+        :param name: the frontend's name in ``plugins.toml`` (``"http"``).
+        :param server: the server to serve (its options hold the flags:
+            ``server.options.http_port``, ...).
+        :param settings: the ``[frontends.<name>]`` table of ``plugins.toml``.
+        """

@@ -1,0 +1,1 @@
+"""Shared memory: arenas for tensor bytes between the core and workers."""

@@ -1,0 +1,81 @@
+"""The core's side of shared memory: its input arena, every mapped segment, and who has what.
+
+The core writes each request's input bytes once into its :class:`Arena`;
+workers receive a segment's fd the first time a descriptor they get names it
+(:meth:`TensorPool.ensure_sent`). Segments that workers create for outputs
+are mapped here on their SEGMENT frame and forgotten when the worker exits.
+Runs on the core's event loop thread.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .arena import DEFAULT_SEGMENT_SIZE, Arena, Block, Segment, SegmentTable
+
+__all__ = ["TensorPool", "SegmentPeer"]
+
+
+class SegmentPeer(Protocol):
+    """A process segments can be sent to (a worker handle)."""
+
+    def send_segment(self, segment: Segment) -> None: ...
+
+    def drop_segment(self, segment_id: int) -> None: ...
+
+
+class TensorPool:
+    """The core's input arena plus the table of every segment mapped in the core.
+
+    :param segment_size: size of a regular arena segment, in bytes.
+    :param directory: place segments in this directory instead of anonymous memory.
+    """
+
+    def __init__(self, segment_size: int = DEFAULT_SEGMENT_SIZE, directory: str | None = None) -> None:
+        self.segments = SegmentTable()
+        self._holders: dict[int, set[SegmentPeer]] = {}
+        self.arena = Arena(0, segment_size, directory, on_segment=self.segments.add, on_drop=self._on_drop)
+
+    def allocate(self, nbytes: int) -> Block:
+        """A block of ``nbytes`` in the input arena (see :meth:`Arena.allocate`)."""
+        return self.arena.allocate(nbytes)
+
+    def free(self, block: Block) -> None:
+        """Return an input block."""
+        self.arena.free_block(block)
+
+    def ensure_sent(self, segment_id: int, peer: SegmentPeer) -> None:
+        """Send core segment ``segment_id`` to ``peer`` unless it already has it."""
+        holders = self._holders.setdefault(segment_id, set())
+        if peer in holders:
+            return
+        segment = self.segments.get(segment_id)
+        if segment is None:
+            return
+        peer.send_segment(segment)
+        holders.add(peer)
+
+    def forget_peer(self, peer: SegmentPeer) -> None:
+        """A worker exited: it holds nothing any more."""
+        for holders in self._holders.values():
+            holders.discard(peer)
+
+    def _on_drop(self, segment: Segment) -> None:
+        for peer in self._holders.pop(segment.id, set()):
+            peer.drop_segment(segment.id)
+        self.segments.remove(segment.id, close=False)
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes in the core's arena segments."""
+        return self.arena.reserved_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of the core's arena in use by in-flight requests."""
+        return self.arena.used_bytes
+
+    def close(self) -> None:
+        """Drop every segment (at shutdown)."""
+        self.arena.close()
+        self.segments.close()

@@ -1,0 +1,415 @@
+"""A loaded model version: its config, instances, scheduler, statistics and the request path.
+
+``Model.infer`` is the core's request path for one model version:
+
+1. check the request against the config (:mod:`.validation`);
+2. write every input's bytes once into the core's arena;
+3. hand the payload to the scheduler, which sends it to a free instance;
+4. turn the worker's RESPONSE frame into an :class:`InferenceResponse`
+   whose outputs are views of shared memory (classification applied here);
+5. account statistics when the execution's timings arrive.
+
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .classification import classify
+from .errors import Code, TritonError
+from .memory.arena import Block
+from .memory.pool import TensorPool
+from .model_instance import InstanceOptions, ModelInstance
+from .request import InferenceRequest
+from .response import InferenceResponse, OutputTensor
+from .scheduler.base import Payload
+from .scheduler.default import DefaultScheduler
+from .stats import ModelStats
+from .tensor import tensor_from_buffer
+from .types import by_config_name, by_name
+from .validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
+
+log = logging.getLogger("tritium.model")
+
+__all__ = ["Model", "ModelState"]
+
+
+class ModelState:
+    """Triton's model version states, as the repository index names them."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Per-request state of a payload (what :class:`Payload.context` holds)."""
+
+    request: InferenceRequest
+    blocks: list[Block]
+    future: asyncio.Future[InferenceResponse] | None
+    queue: asyncio.Queue[InferenceResponse] | None
+    classification: dict[str, int] = field(default_factory=dict)
+    open_responses: int = 0
+    done_ns: int = 0
+    error: TritonError | None = None
+    recorded: bool = False
+
+
+class Model:
+    """One loaded version of a model.
+
+    :param name: model name.
+    :param version: version number.
+    :param path: the model's folder.
+    :param config: the normalized config (JSON form).
+    :param pool: the core's tensor pool.
+    :param labels: class labels per output name (from ``label_filename``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: str,
+        config: dict[str, Any],
+        pool: TensorPool,
+        labels: dict[str, list[str]],
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.path = path
+        self.config = config
+        self.signature = ModelSignature(name, config)
+        self.labels = labels
+        self.pool = pool
+        self.stats = ModelStats(name, version)
+        self.instances: list[ModelInstance] = []
+        self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+        self.scheduler = DefaultScheduler(
+            f"'{name}' version {version}",
+            lambda size, t: self.stats.record_execution(size, t[0], t[1], t[2]),
+            lambda inst: inst.available,  # type: ignore[attr-defined]
+        )
+        self._stopping = False
+
+    # -- description -------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """``'name' version N`` for messages."""
+        return f"'{self.name}' version {self.version}"
+
+    @property
+    def platform(self) -> str:
+        """What model metadata reports as ``platform`` (the backend when no platform is set)."""
+        return str(self.config.get("platform") or self.config.get("backend") or "")
+
+    @property
+    def ready(self) -> bool:
+        """True while every instance can take requests."""
+        return not self._stopping and bool(self.instances) and all(i.available for i in self.instances)
+
+    def tensor_metadata(self, which: str) -> list[dict[str, Any]]:
+        """Inputs or outputs (``which`` = ``"input"``/``"output"``) as model metadata lists them."""
+        batch = [-1] if self.signature.max_batch_size > 0 else []
+        out = []
+        for item in self.config.get(which, []):
+            dt = by_name_config(item["data_type"])
+            out.append({"name": item["name"], "datatype": dt, "shape": batch + [int(d) for d in item.get("dims", [])]})
+        return out
+
+    # -- instances -----------------------------------------------------------------
+    def instance_ready(self, instance: ModelInstance) -> None:
+        """Callback: ``instance`` can take batches."""
+        if not self._stopping:
+            self.scheduler.add_executor(instance)  # type: ignore[arg-type]
+
+    def instance_lost(self, instance: ModelInstance, how: str) -> None:
+        """Callback: ``instance``'s worker is gone (``how``)."""
+        del how
+        self.scheduler.remove_executor(instance)  # type: ignore[arg-type]
+
+    async def unload(self) -> None:
+        """Stop taking requests, fail queued ones, finalize and stop every instance."""
+        self._stopping = True
+        self.scheduler.stop(TritonError(Code.UNAVAILABLE, f"model {self.label} is unloading"))
+        await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
+
+    # -- the request path --------------------------------------------------------------
+    def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:
+        sig = self.signature
+        batch_size = validate_request(sig, request)
+        blocks: list[Block] = []
+        wire_inputs = []
+        try:
+            for inp in request.inputs:
+                data = inp.data
+                if data is None:
+                    raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
+                view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
+                nbytes = len(view)
+                if sig.inputs[inp.name].datatype.is_bytes:
+                    check_bytes_elements(sig, request, inp, view)
+                else:
+                    check_input_bytes(sig, request, inp, nbytes)
+                block = self.pool.allocate(nbytes)
+                blocks.append(block)
+                if nbytes:
+                    block.view[:] = view
+                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
+        except BaseException:
+            for block in blocks:
+                self.pool.free(block)
+            raise
+        classification = {o.name: o.classification for o in request.outputs if o.classification > 0}
+        wire = {
+            "id": request.id,
+            "inputs": wire_inputs,
+            "outputs": [o.name for o in request.outputs],
+            "params": _scalar_parameters(request.parameters),
+        }
+        loop = asyncio.get_running_loop()
+        pending = _Pending(
+            request,
+            blocks,
+            None if stream else loop.create_future(),
+            asyncio.Queue() if stream else None,
+            classification,
+        )
+        return Payload(wire, batch_size, self, pending)
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request and return its (single) response; raises on error.
+
+        :raises TritonError: INVALID_ARG for a request that does not fit the
+            config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`),
+            or the backend's error.
+        """
+        if self.decoupled:
+            raise TritonError(
+                Code.UNSUPPORTED,
+                f"ModelInfer RPC doesn't support models with decoupled transaction policy",
+            )
+        payload = self._prepare(request, stream=False)
+        pending: _Pending = payload.context
+        self.scheduler.enqueue(payload)
+        assert pending.future is not None
+        try:
+            response = await pending.future
+        except asyncio.CancelledError:
+            pending.future = None  # responses arriving later are released at once
+            raise
+        if response.error is not None:
+            raise response.error
+        return response
+
+    async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
+        """Run one request and yield each response as it comes (decoupled models: zero or more)."""
+        payload = self._prepare(request, stream=True)
+        pending: _Pending = payload.context
+        self.scheduler.enqueue(payload)
+        assert pending.queue is not None
+        while True:
+            response = await pending.queue.get()
+            yield response
+            if response.final:
+                return
+
+    # -- responses from the scheduler (ResponseHandler) ------------------------------------
+    def on_response(
+        self,
+        payload: Payload,
+        outputs: list[list[Any]],
+        error: TritonError | None,
+        parameters: dict[str, Any] | None,
+        final: bool,
+        worker: Any,
+    ) -> None:
+        """Build and deliver one response for ``payload`` (see :class:`~.scheduler.base.ResponseHandler`)."""
+        pending: _Pending = payload.context
+        request = pending.request
+        releases: list[list[int]] = []
+        tensors: list[OutputTensor] = []
+        if error is None:
+            try:
+                for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
+                    if release >= 0:
+                        releases.append([seg_id, release])
+                    data = self.pool.segments.resolve(seg_id, offset, nbytes)
+                    tensors.append(OutputTensor(name, datatype, list(shape), data))
+                if pending.classification:
+                    tensors = [self._classify(t, pending.classification) for t in tensors]
+            except TritonError as exc:
+                error = exc
+                tensors = []
+            except (ValueError, TypeError) as exc:
+                error = TritonError(Code.INTERNAL, f"malformed response from model {self.label}: {exc}")
+                tensors = []
+        if final:
+            payload.final = True
+            pending.done_ns = time.perf_counter_ns()
+            pending.error = error
+            if error is not None:
+                self._record(payload)
+            elif payload.timings is not None:
+                self._record(payload)
+        pending.open_responses += 1
+        response = InferenceResponse(
+            self.name,
+            str(self.version),
+            request.id,
+            tensors,
+            dict(parameters) if parameters else {},
+            error,
+            final,
+        )
+        response._release = lambda: self._release(payload, worker, releases)
+        if pending.queue is not None:
+            pending.queue.put_nowait(response)
+        elif pending.future is not None and not pending.future.done() and final:
+            pending.future.set_result(response)
+        else:
+            response.release()
+
+    def on_executed(self, payload: Payload) -> None:
+        """The execution of ``payload``'s batch returned: account it if its response came."""
+        pending: _Pending = payload.context
+        if payload.final and not pending.recorded:
+            self._record(payload)
+
+    def _record(self, payload: Payload) -> None:
+        pending: _Pending = payload.context
+        pending.recorded = True
+        request_ns = pending.done_ns - payload.arrival_ns
+        if pending.error is not None:
+            self.stats.record_failure(request_ns)
+            return
+        timings = payload.timings or (0, 0, 0)
+        queue_ns = payload.dispatch_ns - payload.arrival_ns if payload.dispatch_ns else 0
+        self.stats.record_success(payload.batch_size, request_ns, queue_ns, timings[0], timings[1], timings[2])
+
+    def _release(self, payload: Payload, worker: Any, releases: list[list[int]]) -> None:
+        pending: _Pending = payload.context
+        if releases and worker is not None:
+            worker.release(releases)
+        pending.open_responses -= 1
+        if payload.final and pending.open_responses == 0:
+            blocks, pending.blocks = pending.blocks, []
+            for block in blocks:
+                self.pool.free(block)
+
+    def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
+        k = wanted.get(tensor.name)
+        if not k:
+            return tensor
+        dt = by_name(tensor.datatype)
+        if dt is None or dt.is_bytes:
+            raise TritonError(Code.INVALID_ARG, f"classification is not supported for output '{tensor.name}' of type BYTES")
+        array = tensor_from_buffer(dt, tensor.shape, tensor.data)
+        shape, data = classify(
+            array, k, self.signature.max_batch_size > 0, self.labels.get(tensor.name, [])
+        )
+        return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
+
+
+def by_name_config(config_name: str) -> str:
+    """KServe datatype name of a model-config datatype name (``TYPE_FP32`` -> ``FP32``)."""
+    dt = by_config_name(config_name)
+    return dt.name if dt is not None else "INVALID"
+
+
+def _scalar_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in parameters.items() if isinstance(v, (bool, int, float, str))}
+
+
+def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(instance name, kind, device id)`` of every instance the groups of a normalized config ask for.
+
+    Instances of a group are named ``<group name>_<k>``, k counting from 0
+    across the group's GPUs (``count`` instances per GPU), as in Triton.
+    """
+    out: list[tuple[str, str, int]] = []
+    for group in config.get("instance_group", []):
+        count = int(group.get("count", 1))
+        kind = str(group.get("kind", "KIND_CPU"))
+        devices: Sequence[int] = (group.get("gpus") or [0]) if kind == "KIND_GPU" else [0]
+        k = 0
+        for device in devices:
+            for _ in range(count):
+                out.append((f"{group['name']}_{k}", kind, int(device)))
+                k += 1
+    return out
+
+
+async def load_model(
+    name: str,
+    version: int,
+    path: str,
+    config: dict[str, Any],
+    settings: dict[str, Any],
+    auto_complete: bool,
+    normalize: Any,
+    read_labels: Any,
+    pool: TensorPool,
+    options: InstanceOptions,
+) -> Model:
+    """Start the instances of one model version and return it READY.
+
+    The first instance's worker runs the backend's model initialization
+    with auto-complete (when enabled); the completed config is then
+    normalized and validated (``normalize(config) -> config``), and every
+    instance initialized with it.
+
+    :param settings: INIT_MODEL settings (backend, model_path, backend_directory, ...).
+    :raises TritonError: why the model cannot load (every started worker is stopped).
+    """
+    names = instance_names(normalize(config, final=False))
+    first_name, first_kind, first_device = names[0] if names else (f"{name}_0", "KIND_CPU", 0)
+    model: Model | None = None
+    holder: dict[str, Model] = {}
+
+    def on_ready(inst: ModelInstance) -> None:
+        if "m" in holder:
+            holder["m"].instance_ready(inst)
+
+    def on_lost(inst: ModelInstance, how: str) -> None:
+        if "m" in holder:
+            holder["m"].instance_lost(inst, how)
+
+    first = ModelInstance(first_name, first_kind, first_device, settings, pool, options, on_ready, on_lost)
+    started: list[ModelInstance] = [first]
+    try:
+        try:
+            completed = await first.start_model(config, auto_complete)
+        except TritonError:
+            raise
+        final = normalize(completed, final=True)
+        labels = read_labels(final)
+        model = Model(name, version, path, final, pool, labels)
+        holder["m"] = model
+        names = instance_names(final)
+        first.name = names[0][0]
+        first.kind, first.device_id = names[0][1], names[0][2]
+        model.instances.append(first)
+        others = [
+            ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]
+        ]
+        started.extend(others)
+        model.instances.extend(others)
+        results = await asyncio.gather(
+            first.start_instance(final), *(inst.start(final) for inst in others), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+    except BaseException:
+        await asyncio.gather(*(inst.stop() for inst in started), return_exceptions=True)
+        raise
+    return model

@@ -1,0 +1,1 @@
+"""Model configuration: ``config.pbtxt`` parsing, JSON form, validation and defaults."""

@@ -1,0 +1,1 @@
+"""Model repository: layout scan, version policy, lifecycle, path checks."""

@@ -1,0 +1,60 @@
+"""Server options: what ``tritium-server``'s flags (Triton's flag names) set."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ServerOptions", "default_backend_directory"]
+
+
+def default_backend_directory() -> str:
+    """The ``backends/`` folder of this installation."""
+    from .. import backends
+
+    return str(Path(backends.__file__).resolve().parent)
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    """Settings of one server; frozen once the server starts.
+
+    :ivar model_repositories: model repository folders (``--model-repository``, repeatable).
+    :ivar backend_directory: the global backend directory (``--backend-directory``).
+    :ivar backend_config: per-backend settings (``--backend-config=<backend>,<key>=<value>``).
+    :ivar auto_complete: let backends complete configs (off with ``--disable-auto-complete-config``).
+    :ivar exit_on_error: exit when a model fails to load at start-up (``--exit-on-error``).
+    :ivar strict_readiness: ready only when every model is ready (``--strict-readiness``).
+    :ivar log_verbose: ``--log-verbose`` level.
+    :ivar exit_timeout_s: how long shutdown waits for in-flight requests (``--exit-timeout-secs``).
+    :ivar model_load_threads: models loaded concurrently (``--model-load-thread-count``).
+    :ivar arena_dir: put shared-memory arena segments in this folder instead of memory.
+    :ivar python: interpreter of the worker processes.
+    :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
+    :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    """
+
+    model_repositories: list[str] = field(default_factory=list)
+    backend_directory: str = field(default_factory=default_backend_directory)
+    backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    auto_complete: bool = True
+    exit_on_error: bool = True
+    strict_readiness: bool = True
+    log_verbose: int = 0
+    exit_timeout_s: float = 30.0
+    model_load_threads: int = 4
+    arena_dir: str | None = None
+    python: str = sys.executable
+    http: bool = True
+    http_address: str = "0.0.0.0"
+    http_port: int = 8000
+    grpc: bool = True
+    grpc_address: str = "0.0.0.0"
+    grpc_port: int = 8001
+    metrics: bool = True
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = 8002
+    max_request_bytes: int = 1 << 31
+    ping_interval_s: float = 5.0
+    ping_timeout_s: float = 10.0

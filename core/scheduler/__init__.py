@@ -1,0 +1,1 @@
+"""Schedulers: how requests of a model reach its instances (default, batchers, ensembles)."""

@@ -1,0 +1,152 @@
+"""What every scheduler works with: payloads (requests in flight), batches, instances.
+
+A :class:`Payload` is one validated request whose input bytes are already in
+the core's arena. A scheduler groups payloads into a :class:`Batch` and hands
+it to a free :class:`Executor` (a model instance). The batch reports each
+response back to its payload and, when the backend's execute returns, tells
+the scheduler the instance is free again.
+
+Everything here runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Protocol, Sequence
+
+from ..errors import Code, TritonError
+
+__all__ = ["Payload", "Batch", "Executor", "Scheduler", "ResponseHandler"]
+
+
+class ResponseHandler(Protocol):
+    """Receives the responses of one payload (implemented by the model)."""
+
+    def on_response(
+        self,
+        payload: "Payload",
+        outputs: list[list[Any]],
+        error: TritonError | None,
+        parameters: dict[str, Any] | None,
+        final: bool,
+        worker: Any,
+    ) -> None: ...
+
+    def on_executed(self, payload: "Payload") -> None: ...
+
+
+class Payload:
+    """One request in flight inside a model.
+
+    :ivar wire: the request as it goes to the worker (id, inputs as arena
+        descriptors, requested output names, parameters).
+    :ivar batch_size: its batch size (1 for a model that does not batch).
+    :ivar handler: where its responses go.
+    :ivar context: the owner's per-request state (response future, blocks...).
+    :ivar arrival_ns: when the scheduler got it (``perf_counter_ns``).
+    :ivar dispatch_ns: when it went to an instance.
+    :ivar timings: ``[input, infer, output]`` ns of the execution it was in.
+    :ivar final: True once its final response arrived.
+    """
+
+    __slots__ = ("wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final")
+
+    def __init__(self, wire: dict[str, Any], batch_size: int, handler: ResponseHandler, context: Any) -> None:
+        self.wire = wire
+        self.batch_size = batch_size
+        self.handler = handler
+        self.context = context
+        self.arrival_ns = time.perf_counter_ns()
+        self.dispatch_ns = 0
+        self.timings: Sequence[int] | None = None
+        self.final = False
+
+    def fail(self, error: TritonError) -> None:
+        """Deliver a final error response (no-op once final)."""
+        if not self.final:
+            self.handler.on_response(self, [], error, None, True, None)
+
+
+class Executor(Protocol):
+    """A model instance as a scheduler sees it."""
+
+    name: str
+
+    def execute(self, batch: "Batch") -> None: ...
+
+
+class Batch:
+    """Payloads executed together by one instance (what one EXECUTE frame carries).
+
+    :param payloads: the requests, in order.
+    :param executor: the instance that runs them.
+    :param on_free: called with the executor when its execute has returned
+        (or the worker died): the scheduler may give it the next batch.
+    :param on_executed: called with the batch's size and ``[input, infer,
+        output]`` ns after a successful execute (statistics).
+    """
+
+    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed")
+
+    def __init__(
+        self,
+        payloads: list[Payload],
+        executor: Executor,
+        on_free: Callable[[Executor], None],
+        on_executed: Callable[[int, Sequence[int]], None],
+    ) -> None:
+        self.payloads = payloads
+        self.wire_requests = [p.wire for p in payloads]
+        self.executor = executor
+        self._on_free = on_free
+        self._on_executed = on_executed
+
+    def on_response(
+        self,
+        index: int,
+        outputs: list[list[Any]],
+        error: TritonError | None,
+        parameters: dict[str, Any] | None,
+        final: bool,
+        worker: Any,
+    ) -> None:
+        """A RESPONSE frame for request ``index`` of this batch."""
+        if not 0 <= index < len(self.payloads):
+            raise TritonError(Code.INTERNAL, f"RESPONSE for request {index} of a batch of {len(self.payloads)}")
+        payload = self.payloads[index]
+        if payload.final:
+            raise TritonError(Code.INTERNAL, f"RESPONSE after the final response of request {index}")
+        payload.handler.on_response(payload, outputs, error, parameters, final, worker)
+
+    def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None:
+        """The backend's execute returned (timings) or the worker is gone (error)."""
+        if error is not None:
+            for payload in self.payloads:
+                payload.fail(error)
+        else:
+            assert timings is not None
+            size = sum(p.batch_size for p in self.payloads)
+            self._on_executed(size, timings)
+            for payload in self.payloads:
+                payload.timings = timings
+                payload.handler.on_executed(payload)
+        self._on_free(self.executor)
+
+
+class Scheduler(Protocol):
+    """Triton's scheduler interface: take requests, know what is in flight, stop."""
+
+    def enqueue(self, payload: Payload) -> None:
+        """Accept a payload; it gets its responses through its handler."""
+
+    def inflight_count(self) -> int:
+        """Payloads queued or executing."""
+
+    def add_executor(self, executor: Executor) -> None:
+        """An instance is ready to take batches."""
+
+    def remove_executor(self, executor: Executor) -> None:
+        """An instance is gone (its worker died or the model unloads)."""
+
+    def stop(self, error: TritonError) -> None:
+        """Fail everything queued with ``error``; take nothing more."""

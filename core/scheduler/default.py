@@ -1,0 +1,101 @@
+"""The default scheduler: each request goes, alone, to the next free model instance.
+
+Used when a model config names no ``dynamic_batching``/``sequence_batching``.
+Requests wait in arrival order while every instance is busy; each instance
+runs one batch (here: one request) at a time, as in Triton.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Callable, Sequence
+
+from ..errors import Code, TritonError
+from .base import Batch, Executor, Payload
+
+__all__ = ["DefaultScheduler"]
+
+
+class DefaultScheduler:
+    """First-come first-served over the free instances (runs on the event loop).
+
+    :param model_label: how errors name the model (``"'m' version 1"``).
+    :param on_executed: statistics callback, ``(batch_size, [input, infer, output] ns)``.
+    :param available: tells whether an instance may take work now.
+    """
+
+    def __init__(
+        self,
+        model_label: str,
+        on_executed: Callable[[int, Sequence[int]], None],
+        available: Callable[[Executor], bool],
+    ) -> None:
+        self._label = model_label
+        self._on_executed = on_executed
+        self._available = available
+        self._queue: deque[Payload] = deque()
+        self._free: deque[Executor] = deque()
+        self._executors: set[Executor] = set()
+        self._running = 0
+        self._stopped: TritonError | None = None
+
+    def enqueue(self, payload: Payload) -> None:
+        """Run ``payload`` on a free instance now, or queue it."""
+        if self._stopped is not None:
+            payload.fail(self._stopped)
+            return
+        if not self._executors:
+            payload.fail(TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance"))
+            return
+        if self._free:
+            self._dispatch(self._free.popleft(), payload)
+        else:
+            self._queue.append(payload)
+
+    def inflight_count(self) -> int:
+        """Requests queued plus executing."""
+        return len(self._queue) + self._running
+
+    def add_executor(self, executor: Executor) -> None:
+        """An instance became ready."""
+        if executor not in self._executors:
+            self._executors.add(executor)
+            self._release(executor, counted=False)
+
+    def remove_executor(self, executor: Executor) -> None:
+        """An instance is gone; when none is left, queued requests fail."""
+        self._executors.discard(executor)
+        try:
+            self._free.remove(executor)
+        except ValueError:
+            pass
+        if not self._executors:
+            error = TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance")
+            while self._queue:
+                self._queue.popleft().fail(error)
+
+    def stop(self, error: TritonError) -> None:
+        """Fail queued requests with ``error`` and refuse new ones."""
+        self._stopped = error
+        while self._queue:
+            self._queue.popleft().fail(error)
+
+    # -- internals ----------------------------------------------------------
+    def _dispatch(self, executor: Executor, payload: Payload) -> None:
+        payload.dispatch_ns = time.perf_counter_ns()
+        self._running += 1
+        executor.execute(Batch([payload], executor, self._on_free, self._on_executed))
+
+    def _on_free(self, executor: Executor) -> None:
+        self._release(executor, counted=True)
+
+    def _release(self, executor: Executor, counted: bool) -> None:
+        if counted:
+            self._running -= 1
+        if executor not in self._executors or not self._available(executor):
+            return
+        if self._queue:
+            self._dispatch(executor, self._queue.popleft())
+        else:
+            self._free.append(executor)

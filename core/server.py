@@ -1,0 +1,196 @@
+"""The server object: model repository manager, tensor pool and frontends, and their start/stop order.
+
+``InferenceServer`` is also the in-process API every frontend is built on:
+``await server.infer(request)`` runs a request; ``server.model(name)``,
+``server.metadata()``, ``server.statistics()`` answer the other KServe and
+Triton calls. Start-up: tensor pool, models (all loaded, failures recorded;
+with ``exit_on_error`` any failure aborts), then frontends. Shutdown (SIGTERM):
+stop admitting, let in-flight requests finish (bounded by
+``exit_timeout_s``), unload models (finalize backends, stop workers), free
+the shared memory. Runs on one asyncio event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator
+
+from .. import __version__
+from .errors import Code, TritonError
+from .hookspecs import Frontend
+from .memory.pool import TensorPool
+from .model import Model
+from .model_repository.manager import ModelRepositoryManager
+from .options import ServerOptions
+from .plugins import create_frontends, load_plugin_settings
+from .request import InferenceRequest
+from .response import InferenceResponse
+
+log = logging.getLogger("tritium.server")
+
+__all__ = ["InferenceServer", "EXTENSIONS"]
+
+#: Triton protocol extensions this server implements (server metadata lists them).
+EXTENSIONS = ["classification", "model_configuration", "binary_tensor_data", "parameters", "statistics"]
+
+
+class InferenceServer:
+    """A tritium server.
+
+    :param options: its settings.
+    :param plugins: the parsed ``plugins.toml`` (default: read the installation's).
+    """
+
+    def __init__(self, options: ServerOptions, plugins: dict[str, Any] | None = None) -> None:
+        self.options = options
+        self.pool = TensorPool(directory=options.arena_dir)
+        self.repository = ModelRepositoryManager(options, self.pool)
+        self.plugins = plugins if plugins is not None else load_plugin_settings()
+        self.frontends: list[Frontend] = []
+        self._started = False
+        self._stopping = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self, frontends: bool = True) -> None:
+        """Load the models, then start the frontends.
+
+        :raises TritonError: INTERNAL when a model failed to load and
+            ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
+        """
+        await self.repository.load_all()
+        failures = self.repository.failures
+        if failures and self.options.exit_on_error:
+            await self.repository.unload_all()
+            raise TritonError(Code.INTERNAL, "failed to load all models: " + "; ".join(failures))
+        if frontends:
+            self.frontends = create_frontends(
+                self,
+                self.plugins,
+                {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
+            )
+            started: list[Frontend] = []
+            try:
+                for frontend in self.frontends:
+                    await frontend.start()
+                    started.append(frontend)
+            except BaseException:
+                for frontend in started:
+                    await frontend.stop(0)
+                await self.repository.unload_all()
+                raise
+        self._started = True
+
+    async def stop(self) -> None:
+        """Drain and shut down (idempotent)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._inflight:
+            log.info("waiting for %d in-flight requests", self._inflight)
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.options.exit_timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("timeout: %d requests still in flight", self._inflight)
+        for frontend in reversed(self.frontends):
+            try:
+                await frontend.stop(1.0)
+            except Exception as exc:  # a frontend failing to stop must not block shutdown
+                log.error("stopping frontend %s: %s", getattr(frontend, "name", frontend), exc)
+        await self.repository.unload_all()
+        self.pool.close()
+
+    # -- health and metadata -----------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        """The server process can answer (KServe ``server live``)."""
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """KServe ``server ready``: started, not stopping, and (strict readiness) every model READY."""
+        if not self._started or self._stopping:
+            return False
+        return self.repository.all_ready if self.options.strict_readiness else True
+
+    def metadata(self) -> dict[str, Any]:
+        """KServe server metadata."""
+        return {"name": "tritium", "version": __version__, "extensions": list(EXTENSIONS)}
+
+    def model(self, name: str, version: str = "") -> Model:
+        """The model that serves ``name``/``version`` ("" = highest READY version).
+
+        :raises TritonError: NOT_FOUND / UNAVAILABLE with Triton's messages.
+        """
+        return self.repository.get(name, version)
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        """KServe ``model ready``."""
+        return self.repository.is_ready(name, version)
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        """KServe model metadata: name, versions, platform, inputs and outputs with batch dim.
+
+        :raises TritonError: as :meth:`model`.
+        """
+        model = self.model(name, version)
+        return {
+            "name": model.name,
+            "versions": [str(v) for v in self.repository.versions(model.name)],
+            "platform": model.platform,
+            "inputs": model.tensor_metadata("input"),
+            "outputs": model.tensor_metadata("output"),
+        }
+
+    def model_config(self, name: str, version: str = "") -> dict[str, Any]:
+        """Triton's model configuration extension: the config in its JSON form.
+
+        :raises TritonError: as :meth:`model`.
+        """
+        return self.model(name, version).config
+
+    def statistics(self, name: str = "", version: str = "") -> dict[str, Any]:
+        """Triton's statistics extension: ``{"model_stats": [...]}``.
+
+        :raises TritonError: INVALID_ARG for a model or version not loaded.
+        """
+        return {"model_stats": self.repository.statistics(name, version)}
+
+    # -- inference ------------------------------------------------------------------------
+    def _admit(self) -> None:
+        if self._stopping:
+            raise TritonError(Code.UNAVAILABLE, "Server is stopping, request rejected")
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request; the response's outputs stay valid until ``response.release()``.
+
+        :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG
+            for a request that does not fit it, or the backend's error.
+        """
+        self._admit()
+        model = self.model(request.model_name, request.model_version)
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            return await model.infer(request)
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
+
+    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Run one request and yield every response (decoupled models send zero or more)."""
+        self._admit()
+        model = self.model(request.model_name, request.model_version)
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            async for response in model.infer_stream(request):
+                yield response
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()

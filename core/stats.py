@@ -1,0 +1,112 @@
+"""Statistics per model version: the numbers behind Triton's statistics extension and metrics.
+
+Counts and durations follow Triton's ``ModelStatistics`` message: per request
+``success``/``fail``/``queue``/``compute_input``/``compute_infer``/
+``compute_output`` (count and cumulative nanoseconds), per execution
+``batch_stats`` by batch size, ``inference_count`` (inferences, i.e. batch
+elements) and ``execution_count`` (backend executions). The metrics endpoint
+reads the same objects, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Duration", "ModelStats"]
+
+
+@dataclass(slots=True)
+class Duration:
+    """A count and the total of its durations in nanoseconds."""
+
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        """Add ``count`` events lasting ``ns`` nanoseconds in total."""
+        self.count += count
+        self.ns += max(0, int(ns))
+
+    def to_dict(self) -> dict[str, int]:
+        """``{"count": ..., "ns": ...}`` as Triton writes it."""
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class _BatchStats:
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+
+
+class ModelStats:
+    """The statistics of one model version (updated on the core's event loop).
+
+    :param name: model name.
+    :param version: model version.
+    """
+
+    _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+
+    def __init__(self, name: str, version: int) -> None:
+        self.name = name
+        self.version = version
+        self.last_inference_ms = 0
+        self.inference_count = 0
+        self.execution_count = 0
+        self.durations: dict[str, Duration] = {k: Duration() for k in self._DURATIONS}
+        self.batches: dict[int, _BatchStats] = {}
+        self.failures_by_reason: dict[str, int] = {}
+
+    def record_success(
+        self, batch_size: int, request_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """Account one successful request (durations in ns; the compute ones are its execution's)."""
+        d = self.durations
+        d["success"].add(request_ns)
+        d["queue"].add(queue_ns)
+        d["compute_input"].add(input_ns)
+        d["compute_infer"].add(infer_ns)
+        d["compute_output"].add(output_ns)
+        self.inference_count += max(1, batch_size)
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
+        """Account one failed request (``reason``: REJECTED, CANCELED, BACKEND or OTHER)."""
+        self.durations["fail"].add(request_ns)
+        self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_execution(self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int) -> None:
+        """Account one backend execution of ``batch_size`` inferences."""
+        self.execution_count += 1
+        stats = self.batches.get(batch_size)
+        if stats is None:
+            stats = self.batches[batch_size] = _BatchStats()
+        stats.compute_input.add(input_ns)
+        stats.compute_infer.add(infer_ns)
+        stats.compute_output.add(output_ns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``ModelStatistics`` JSON object of Triton's statistics extension."""
+        return {
+            "name": self.name,
+            "version": str(self.version),
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {k: v.to_dict() for k, v in self.durations.items()},
+            "response_stats": {},
+            "batch_stats": [
+                {
+                    "batch_size": size,
+                    "compute_input": s.compute_input.to_dict(),
+                    "compute_infer": s.compute_infer.to_dict(),
+                    "compute_output": s.compute_output.to_dict(),
+                }
+                for size, s in sorted(self.batches.items())
+            ],
+            "memory_usage": [],
+        }

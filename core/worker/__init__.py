@@ -1,0 +1,1 @@
+"""Worker processes: one per model instance, the protocol and channel to the core."""

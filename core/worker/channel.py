@@ -1,0 +1,208 @@
+"""Control channels over one Unix stream socket per worker.
+
+:class:`AsyncChannel` is the core's side: non-blocking, driven by the event
+loop (``add_reader``/``add_writer``), frames written in the same loop
+iteration go out in one ``sendmsg``. :class:`BlockingChannel` is the worker's
+side: a reader thread receives, any thread sends (under a lock). Both carry
+file descriptors as ``SCM_RIGHTS`` ancillary data (see :mod:`.protocol`).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import os
+import socket
+import threading
+from collections import deque
+from typing import Any, Callable, Iterator, Sequence
+
+from ..errors import TritonError
+from .protocol import MAX_FDS_PER_FRAME, FrameDecoder, encode
+
+__all__ = ["AsyncChannel", "BlockingChannel"]
+
+_RECV_BYTES = 256 * 1024
+_ANC_SPACE = socket.CMSG_SPACE(MAX_FDS_PER_FRAME * 4 * 4)
+
+
+def _fds_from_ancdata(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(data[: len(data) - (len(data) % arr.itemsize)])
+            fds.extend(arr)
+    return fds
+
+
+def _ancillary(fds: Sequence[int]) -> list[tuple[int, int, bytes]]:
+    if not fds:
+        return []
+    return [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+
+
+class AsyncChannel:
+    """The core's end of a worker's control socket.
+
+    Runs on the core's event loop thread only.
+
+    :param sock: the connected socket (set non-blocking here).
+    :param on_message: called with ``(message, fds)`` for each frame received;
+        the callee owns the fds.
+    :param on_close: called once with None (peer closed) or the exception
+        that broke the channel.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        on_message: Callable[[list[Any], list[int]], None],
+        on_close: Callable[[BaseException | None], None],
+    ) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._fileno = sock.fileno()
+        self._on_message = on_message
+        self._on_close = on_close
+        self._decoder = FrameDecoder()
+        self._loop = asyncio.get_running_loop()
+        self._pending: deque[tuple[bytes, list[int]]] = deque()
+        self._writing = False
+        self._flush_scheduled = False
+        self.closed = False
+        self._loop.add_reader(self._fileno, self._on_readable)
+
+    def send(self, message: list[Any], fds: Sequence[int] = ()) -> None:
+        """Queue one frame; it is written at the end of this loop iteration.
+
+        ``fds`` are duplicated by the kernel on sending; the caller keeps its copies.
+        Sending on a closed channel is a no-op (the close callback has run or will).
+        """
+        if self.closed:
+            return
+        self._pending.append((encode(message, len(fds)), list(fds)))
+        if not self._flush_scheduled and not self._writing:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        pending = self._pending
+        while pending and not self.closed:
+            # coalesce consecutive frames without fds into one write
+            data, fds = pending.popleft()
+            if not fds:
+                parts = [data]
+                while pending and not pending[0][1]:
+                    parts.append(pending.popleft()[0])
+                if len(parts) > 1:
+                    data = b"".join(parts)
+            try:
+                sent = self._sock.sendmsg([data], _ancillary(fds))
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._fail(exc)
+                return
+            if sent < len(data):
+                pending.appendleft((data[sent:], [] if sent else fds))
+                if not self._writing:
+                    self._writing = True
+                    self._loop.add_writer(self._fileno, self._on_writable)
+                return
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._fileno)
+
+    def _on_writable(self) -> None:
+        self._flush()
+
+    def _on_readable(self) -> None:
+        while not self.closed:
+            try:
+                data, ancdata, _flags, _addr = self._sock.recvmsg(_RECV_BYTES, _ANC_SPACE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._fail(exc)
+                return
+            fds = _fds_from_ancdata(ancdata) if ancdata else None
+            if not data:
+                for fd in fds or ():
+                    os.close(fd)
+                self._fail(None)
+                return
+            try:
+                for message, frame_fds in self._decoder.feed(data, fds):
+                    self._on_message(message, frame_fds)
+            except TritonError as exc:
+                self._fail(exc)
+                return
+            if len(data) < _RECV_BYTES:
+                return
+
+    def _fail(self, exc: BaseException | None) -> None:
+        if self.closed:
+            return
+        self.close()
+        self._on_close(exc)
+
+    def close(self) -> None:
+        """Stop reading and writing and close the socket (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._loop.remove_reader(self._fileno)
+        if self._writing:
+            self._loop.remove_writer(self._fileno)
+        self._pending.clear()
+        for fd in self._decoder.close():
+            os.close(fd)
+        self._sock.close()
+
+
+class BlockingChannel:
+    """The worker's end of its control socket (blocking; thread-safe sends)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._decoder = FrameDecoder()
+
+    def send(self, message: list[Any], fds: Sequence[int] = ()) -> None:
+        """Send one frame now (from any thread).
+
+        :raises OSError: when the core has gone (broken pipe).
+        """
+        data = encode(message, len(fds))
+        with self._lock:
+            sent = self._sock.sendmsg([data], _ancillary(fds))
+            if sent < len(data):
+                self._sock.sendall(memoryview(data)[sent:])
+
+    def receive(self) -> Iterator[tuple[list[Any], list[int]]]:
+        """Yield frames until the core closes the socket (then return).
+
+        :raises TritonError: INTERNAL for a malformed frame.
+        """
+        while True:
+            try:
+                data, ancdata, _flags, _addr = self._sock.recvmsg(_RECV_BYTES, _ANC_SPACE)
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            fds = _fds_from_ancdata(ancdata) if ancdata else None
+            if not data:
+                return
+            yield from self._decoder.feed(data, fds)
+
+    def close(self) -> None:
+        """Close the socket."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()

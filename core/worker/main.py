@@ -1,0 +1,257 @@
+"""The worker program: hosts one model instance and runs its backend.
+
+Started by the core as ``python -m tritium.core.worker --fd N --worker-id K``
+with one end of a Unix socketpair inherited as fd ``N``. Two threads:
+
+* the *reader* thread receives every frame; it answers PING at once (so a
+  long execution does not look like a hang), maps SEGMENT frames, frees
+  RELEASEd output blocks, and queues everything else;
+* the *main* thread runs INIT_MODEL, INIT_INSTANCE, EXECUTE and SHUTDOWN in
+  order, calling the backend's ``TRITONBACKEND_*`` functions.
+
+When the core closes the socket (or dies), the reader thread ends the
+process at once. Errors never kill the worker: they go back as REPLY or
+RESPONSE frames with ``[code, message]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from ..backend.api import Backend, Model, ModelInstance, Request
+from ..backend.loader import find_backend_library, load_backend_module
+from ..errors import Code, TritonError
+from ..logging import configure_logging
+from ..memory.arena import Arena, Segment, SegmentTable
+from .channel import BlockingChannel
+from .outputs import OutputWriter
+from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
+
+log = logging.getLogger("tritium.worker")
+
+
+def _error_of(exc: BaseException, what: str) -> TritonError:
+    if isinstance(exc, TritonError):
+        return exc
+    log.debug("%s failed:\n%s", what, "".join(traceback.format_exception(exc)))
+    return TritonError(Code.INTERNAL, f"{what}: {type(exc).__name__}: {exc}")
+
+
+class Worker:
+    """State of one worker process (see the module docstring for the threads)."""
+
+    def __init__(self, channel: BlockingChannel, worker_id: int) -> None:
+        self.channel = channel
+        self.worker_id = worker_id
+        self.segments = SegmentTable()
+        self.arena_lock = threading.Lock()
+        self.arena = Arena(owner_id=worker_id, on_segment=self._announce_segment, on_drop=self._drop_segment)
+        self.inbox: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
+        self.module: Any = None
+        self.backend: Backend | None = None
+        self.model: Model | None = None
+        self.instance: ModelInstance | None = None
+        self.decoupled = False
+        self.writer: OutputWriter | None = None
+
+    # -- segments ---------------------------------------------------------
+    def _announce_segment(self, segment: Segment) -> None:
+        self.segments.add(segment)
+        self.channel.send([Kind.SEGMENT, segment.id, segment.size], [segment.fd])
+
+    def _drop_segment(self, segment: Segment) -> None:
+        self.segments.remove(segment.id, close=False)
+        self.channel.send([Kind.DROP_SEGMENT, segment.id])
+
+    # -- reader thread ----------------------------------------------------
+    def read_forever(self) -> None:
+        """Receive frames until the core goes away, then end the process."""
+        try:
+            for message, fds in self.channel.receive():
+                kind = message[0]
+                if kind == Kind.PING:
+                    self.channel.send([Kind.PONG, message[1]])
+                elif kind == Kind.SEGMENT:
+                    if len(fds) != 1:
+                        raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
+                    self.segments.attach(int(message[1]), int(message[2]), fds[0])
+                elif kind == Kind.DROP_SEGMENT:
+                    self.segments.remove(int(message[1]))
+                elif kind == Kind.RELEASE:
+                    with self.arena_lock:
+                        for seg_id, offset in message[1]:
+                            self.arena.free(seg_id, offset)
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    self.inbox.put(message)
+        except Exception as exc:  # a broken frame from the core: nothing sane to do but exit
+            log.error("worker %d: control channel failed: %s", self.worker_id, exc)
+        os._exit(0)
+
+    # -- main thread ------------------------------------------------------
+    def run(self) -> None:
+        """Serve queued messages in order until SHUTDOWN."""
+        handlers: dict[int, Callable[[list[Any]], bool]] = {
+            Kind.INIT_MODEL: self._init_model,
+            Kind.INIT_INSTANCE: self._init_instance,
+            Kind.EXECUTE: self._execute,
+            Kind.SHUTDOWN: self._shutdown,
+        }
+        while True:
+            message = self.inbox.get()
+            if message is None:
+                return
+            handler = handlers.get(message[0])
+            if handler is None:
+                log.error("worker %d: unexpected message kind %r", self.worker_id, message[0])
+                continue
+            if handler(message):
+                return
+
+    def _reply(self, call_id: int, error: TritonError | None, result: Any = None) -> None:
+        self.channel.send([Kind.REPLY, call_id, error.to_wire() if error else None, result])
+
+    def _call_entry(self, name: str, *args: Any) -> None:
+        fn = getattr(self.module, name, None)
+        if fn is not None:
+            fn(*args)
+
+    def _init_model(self, message: list[Any]) -> bool:
+        call_id, settings = message[1], message[2]
+        try:
+            configure_logging(int(settings.get("log_verbose", 0)), prefix=settings["model_name"])
+            library = find_backend_library(
+                settings["backend"],
+                settings["model_path"],
+                int(settings["version"]),
+                settings["backend_directory"],
+                settings.get("runtime", ""),
+            )
+            self.module = load_backend_module(library, settings["backend"])
+            self.backend = Backend(settings["backend"], str(library.directory), settings.get("backend_config", {}))
+            self._call_entry("TRITONBACKEND_Initialize", self.backend)
+            self.model = Model(
+                settings["model_name"],
+                int(settings["version"]),
+                settings["config"],
+                settings["model_path"],
+                self.backend,
+                bool(settings.get("auto_complete", False)),
+            )
+            self._call_entry("TRITONBACKEND_ModelInitialize", self.model)
+            self.model.auto_complete_config = False
+        except BaseException as exc:
+            self._reply(call_id, _error_of(exc, "model initialization"))
+            return False
+        self._reply(call_id, None, {"config": self.model.config, "library": str(library.path)})
+        return False
+
+    def _init_instance(self, message: list[Any]) -> bool:
+        call_id, settings = message[1], message[2]
+        try:
+            if self.model is None:
+                raise TritonError(Code.INTERNAL, "INIT_INSTANCE before INIT_MODEL")
+            config = settings.get("config")
+            if config is not None:  # the validated, normalized config
+                self.model.config = config
+            policy = self.model.config.get("model_transaction_policy") or {}
+            self.decoupled = bool(policy.get("decoupled", False))
+            self.instance = ModelInstance(
+                settings["name"], settings.get("kind", "KIND_CPU"), int(settings.get("device_id", 0)), self.model
+            )
+            self.writer = OutputWriter(self, self.model.config)
+            self._call_entry("TRITONBACKEND_ModelInstanceInitialize", self.instance)
+        except BaseException as exc:
+            self._reply(call_id, _error_of(exc, "model instance initialization"))
+            return False
+        self._reply(call_id, None, {})
+        return False
+
+    def _execute(self, message: list[Any]) -> bool:
+        batch_id, wire_requests = message[1], message[2]
+        assert self.writer is not None
+        t0 = time.perf_counter_ns()
+        requests: list[Request] = []
+        error: TritonError | None = None
+        try:
+            requests = self.writer.build_requests(batch_id, wire_requests)
+        except BaseException as exc:
+            error = _error_of(exc, "reading the request inputs")
+        t1 = time.perf_counter_ns()
+        self.writer.output_ns = 0
+        if error is None:
+            try:
+                self.module.TRITONBACKEND_ModelInstanceExecute(self.instance, requests)
+            except BaseException as exc:
+                error = _error_of(exc, f"model '{self.model.name}' execute" if self.model else "execute")
+        t2 = time.perf_counter_ns()
+        output_ns = self.writer.output_ns
+        if error is not None:
+            if not requests:
+                for index in range(len(wire_requests)):
+                    self.writer.send_error(batch_id, index, error)
+            for request in requests:
+                if not request.completed:
+                    request.respond(error=error)
+        elif not self.decoupled:
+            for request in requests:
+                if not request.completed:
+                    request.respond(
+                        error=TritonError(
+                            Code.INTERNAL,
+                            f"backend '{self.backend.name if self.backend else ''}' did not send a response "
+                            f"for request '{request.id}'",
+                        )
+                    )
+        self.writer.finish_batch(requests)
+        self.channel.send([Kind.EXECUTE_DONE, batch_id, [t1 - t0, max(0, t2 - t1 - output_ns), output_ns]])
+        return False
+
+    def _shutdown(self, message: list[Any]) -> bool:
+        call_id = message[1]
+        error: TritonError | None = None
+        for name, arg in (
+            ("TRITONBACKEND_ModelInstanceFinalize", self.instance),
+            ("TRITONBACKEND_ModelFinalize", self.model),
+            ("TRITONBACKEND_Finalize", self.backend),
+        ):
+            if arg is None or self.module is None:
+                continue
+            try:
+                self._call_entry(name, arg)
+            except BaseException as exc:
+                error = error or _error_of(exc, name)
+        self._reply(call_id, error)
+        return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m tritium.core.worker``."""
+    parser = argparse.ArgumentParser(prog="python -m tritium.core.worker")
+    parser.add_argument("--fd", type=int, required=True, help="inherited control socket")
+    parser.add_argument("--worker-id", type=int, required=True)
+    parser.add_argument("--log-verbose", type=int, default=0)
+    args = parser.parse_args(argv)
+    configure_logging(args.log_verbose, prefix=f"worker {args.worker_id}")
+    sock = socket.socket(fileno=args.fd)
+    channel = BlockingChannel(sock)
+    worker = Worker(channel, args.worker_id)
+    try:
+        channel.send([Kind.HELLO, PROTOCOL_VERSION, os.getpid()])
+    except OSError:
+        sys.exit(1)
+    reader = threading.Thread(target=worker.read_forever, name="tritium-reader", daemon=True)
+    reader.start()
+    worker.run()
+    channel.close()
+    os._exit(0)

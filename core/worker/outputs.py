@@ -1,0 +1,230 @@
+"""Worker side of the data path: input views and output placement.
+
+Inputs: each descriptor in an EXECUTE frame is resolved (bounds-checked)
+against the mapped segments and viewed as a read-only numpy array: no copy.
+
+Outputs: an array that already lies in shared memory this request may hand
+back (one of its own input blocks, e.g. an identity model, or a block from
+:meth:`Request.output_buffer`) is sent by descriptor, with no copy. Any other
+array is copied once into the worker's output arena. BYTES outputs are
+serialized into the arena. The core frees output blocks with RELEASE frames.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from ..backend.api import Request
+from ..errors import Code, TritonError
+from ..memory.arena import EMPTY_SEGMENT, Block
+from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
+from ..types import DataType, by_config_name, by_name, element_count, from_numpy
+from .protocol import Kind, ResponseFlag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .main import Worker
+
+__all__ = ["OutputWriter"]
+
+NO_RELEASE = -1
+
+
+@dataclass(slots=True)
+class _Token:
+    """Where a request's responses go, and the shared memory it may reference."""
+
+    batch_id: int
+    index: int
+    inputs: list[tuple[int, int, int, int]]  # (segment id, address, offset, nbytes)
+    allocations: list[Block] = field(default_factory=list)
+    sent: set[int] = field(default_factory=set)  # ids of allocations handed to the core
+
+
+class OutputWriter:
+    """Builds the :class:`Request` objects of a batch and sends their responses.
+
+    Runs on the worker's main thread; :meth:`send_response` may also run on a
+    backend's own thread (decoupled models) and only touches the arena under
+    the worker's arena lock.
+    """
+
+    def __init__(self, worker: "Worker", config: Mapping[str, Any]) -> None:
+        self.worker = worker
+        self.model_name = str(config.get("name", ""))
+        self.output_types: dict[str, DataType] = {}
+        for output in config.get("output", []):
+            dt = by_config_name(str(output.get("data_type", "")))
+            if dt is not None:
+                self.output_types[str(output["name"])] = dt
+        self.output_ns = 0
+
+    # -- inputs -----------------------------------------------------------
+    def build_requests(self, batch_id: int, wire_requests: Sequence[Mapping[str, Any]]) -> list[Request]:
+        """Turn the request dicts of an EXECUTE frame into :class:`Request` objects.
+
+        :raises TritonError: for a descriptor outside its segment or a BYTES
+            tensor whose length prefixes do not fit (INTERNAL/INVALID_ARG).
+        """
+        segments = self.worker.segments
+        requests = []
+        for index, wire in enumerate(wire_requests):
+            inputs: dict[str, np.ndarray] = {}
+            ranges = []
+            for name, datatype, shape, seg_id, offset, nbytes in wire["inputs"]:
+                dt = by_name(datatype)
+                if dt is None:
+                    raise TritonError(Code.INTERNAL, f"unknown datatype '{datatype}' in EXECUTE frame")
+                view = segments.resolve(seg_id, offset, nbytes)
+                array = tensor_from_buffer(dt, shape, view)
+                array.flags.writeable = False
+                inputs[name] = array
+                segment = segments.get(seg_id)
+                if segment is not None:
+                    ranges.append((seg_id, segment.address + offset, offset, nbytes))
+            token = _Token(batch_id, index, ranges)
+            requests.append(
+                Request(
+                    wire.get("id", ""),
+                    wire.get("corr", 0),
+                    wire.get("flags", 0),
+                    wire.get("params") or {},
+                    inputs,
+                    list(wire.get("outputs") or []),
+                    self,
+                    token,
+                )
+            )
+        return requests
+
+    # -- outputs ----------------------------------------------------------
+    def output_buffer(self, request: Request, datatype: str, shape: Sequence[int]) -> np.ndarray:
+        """See :meth:`Request.output_buffer`."""
+        dt = by_name(datatype)
+        if dt is None or dt.is_bytes:
+            raise TritonError(Code.INVALID_ARG, f"output_buffer: unsupported datatype '{datatype}'")
+        count = element_count(shape)
+        block = self._allocate(count * dt.itemsize)
+        request._token.allocations.append(block)
+        return np.frombuffer(block.view, dtype=dt.numpy, count=count).reshape(shape)
+
+    def send_response(
+        self,
+        request: Request,
+        outputs: Mapping[str, np.ndarray] | None,
+        error: TritonError | None,
+        parameters: Mapping[str, Any] | None,
+        final: bool,
+    ) -> None:
+        """Place the outputs in shared memory and send a RESPONSE frame (see :meth:`Request.respond`)."""
+        start = time.perf_counter_ns()
+        token: _Token = request._token
+        wire_outputs: list[list[Any]] = []
+        placed: list[Block] = []
+        if error is None and outputs:
+            try:
+                for name, array in outputs.items():
+                    if request.is_output_requested(name):
+                        wire_outputs.append(self._place(token, name, array, placed))
+            except Exception as exc:
+                error = exc if isinstance(exc, TritonError) else TritonError(
+                    Code.INTERNAL, f"failed to send output of model '{self.model_name}': {type(exc).__name__}: {exc}"
+                )
+                wire_outputs = []
+                self._free(placed)
+                token.sent.clear()
+        flags = ResponseFlag.FINAL if final else ResponseFlag.NONE
+        frame = [
+            Kind.RESPONSE,
+            token.batch_id,
+            token.index,
+            int(flags),
+            wire_outputs,
+            error.to_wire() if error is not None else None,
+            dict(parameters) if parameters else None,
+        ]
+        if final:
+            self._free([b for b in token.allocations if id(b) not in token.sent])
+            token.allocations.clear()
+        self.worker.channel.send(frame)
+        self.output_ns += time.perf_counter_ns() - start
+
+    def send_error(self, batch_id: int, index: int, error: TritonError) -> None:
+        """Send a final error response for a request that never became a :class:`Request`."""
+        self.worker.channel.send(
+            [Kind.RESPONSE, batch_id, index, int(ResponseFlag.FINAL), [], error.to_wire(), None]
+        )
+
+    def finish_batch(self, requests: Sequence[Request]) -> None:
+        """Called when execute returned; nothing to do for requests still open (decoupled)."""
+        del requests
+
+    # -- internals ----------------------------------------------------------
+    def _datatype(self, name: str, array: np.ndarray) -> DataType:
+        declared = self.output_types.get(name)
+        actual = from_numpy(array.dtype)
+        if declared is None:
+            if actual is None:
+                raise TritonError(
+                    Code.INTERNAL, f"output '{name}' of model '{self.model_name}' has unsupported dtype {array.dtype}"
+                )
+            return actual
+        if declared.is_bytes:
+            ok = array.dtype.kind in ("O", "S", "U")
+        else:
+            ok = array.dtype == declared.numpy
+        if not ok:
+            raise TritonError(
+                Code.INTERNAL,
+                f"output '{name}' of model '{self.model_name}' has dtype {array.dtype}, "
+                f"but the model config declares {declared.config_name}",
+            )
+        return declared
+
+    def _place(self, token: _Token, name: str, array: Any, placed: list[Block]) -> list[Any]:
+        if not isinstance(array, np.ndarray):
+            array = np.asarray(array)
+        dt = self._datatype(name, array)
+        shape = [int(d) for d in array.shape]
+        if dt.is_bytes:
+            size = serialized_bytes_size(array)
+            block = self._allocate(size)
+            placed.append(block)
+            serialize_bytes(array, out=block.view)
+            seg_id, offset, nbytes = block.descriptor
+            return [name, dt.name, shape, seg_id, offset, nbytes, offset if block.segment else NO_RELEASE]
+        array = np.ascontiguousarray(array)
+        nbytes = array.nbytes
+        if nbytes == 0:
+            return [name, dt.name, shape, EMPTY_SEGMENT, 0, 0, NO_RELEASE]
+        address = array.ctypes.data
+        for seg_id, base, offset, size in token.inputs:
+            delta = address - base
+            if 0 <= delta and delta + nbytes <= size:
+                return [name, dt.name, shape, seg_id, offset + delta, nbytes, NO_RELEASE]
+        for block in token.allocations:
+            assert block.segment is not None
+            delta = address - (block.segment.address + block.offset)
+            if 0 <= delta and delta + nbytes <= block.nbytes:
+                release = NO_RELEASE if id(block) in token.sent else block.offset
+                token.sent.add(id(block))
+                return [name, dt.name, shape, block.segment.id, block.offset + delta, nbytes, release]
+        block = self._allocate(nbytes)
+        placed.append(block)
+        block.view[:] = memoryview(array).cast("B")
+        seg_id, offset, nbytes = block.descriptor
+        return [name, dt.name, shape, seg_id, offset, nbytes, offset]
+
+    def _allocate(self, nbytes: int) -> Block:
+        with self.worker.arena_lock:
+            return self.worker.arena.allocate(nbytes)
+
+    def _free(self, blocks: Sequence[Block]) -> None:
+        if not blocks:
+            return
+        with self.worker.arena_lock:
+            for block in blocks:
+                self.worker.arena.free_block(block)

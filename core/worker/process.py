@@ -1,0 +1,347 @@
+"""The core's handle on one worker process: spawn, calls, batches, ping, stop.
+
+Runs on the core's event loop. Every wait has a deadline and ends early when
+the worker exits; a worker that exits or breaks protocol fails everything it
+had in flight, and its owner (the model instance) decides about restarting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any, Callable, Protocol, Sequence
+
+from ..errors import Code, TritonError
+from ..memory.arena import Segment
+from ..memory.pool import TensorPool
+from .channel import AsyncChannel
+from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
+
+log = logging.getLogger("tritium.worker")
+
+__all__ = ["WorkerProcess", "BatchSink", "WorkerExited"]
+
+_worker_ids = itertools.count(1)
+
+
+class WorkerExited(TritonError):
+    """The worker process is gone (exit status in the message)."""
+
+
+class BatchSink(Protocol):
+    """What the core hands a worker to execute, and where results go."""
+
+    wire_requests: list[dict[str, Any]]
+
+    def on_response(
+        self,
+        index: int,
+        outputs: list[list[Any]],
+        error: TritonError | None,
+        parameters: dict[str, Any] | None,
+        final: bool,
+        worker: "WorkerProcess",
+    ) -> None: ...
+
+    def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None: ...
+
+
+class WorkerProcess:
+    """One worker process hosting one model instance.
+
+    :param label: how logs and errors name it (the model instance name).
+    :param pool: the core's :class:`TensorPool`.
+    :param on_exit: called once, with this handle and a description of how it
+        exited, when the process goes away without being asked to.
+    :param python: the interpreter to start (a model environment's, or the server's).
+    :param log_verbose: passed to the worker's logging.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        pool: TensorPool,
+        on_exit: Callable[["WorkerProcess", str], None],
+        python: str = sys.executable,
+        log_verbose: int = 0,
+    ) -> None:
+        self.id = next(_worker_ids)
+        self.label = label
+        self.pool = pool
+        self._on_exit = on_exit
+        self.python = python
+        self.log_verbose = log_verbose
+        self.pid: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._channel: AsyncChannel | None = None
+        self._hello: asyncio.Future[list[Any]] | None = None
+        self._calls: dict[int, asyncio.Future[Any]] = {}
+        self._call_ids = itertools.count(1)
+        self._batches: dict[int, BatchSink] = {}
+        self._batch_ids = itertools.count(1)
+        self._pings: dict[int, asyncio.Future[None]] = {}
+        self._exited: asyncio.Future[str] | None = None
+        self._stopping = False
+        self._dead = False
+
+    # -- lifecycle ----------------------------------------------------------
+    async def start(self, timeout: float = 60.0) -> None:
+        """Spawn the process and wait for its HELLO.
+
+        :raises TritonError: INTERNAL when it cannot start, exits, speaks
+            another protocol version, or says nothing within ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._exited = loop.create_future()
+        self._hello = loop.create_future()
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                self.python,
+                "-m",
+                "tritium.core.worker",
+                "--fd",
+                str(child.fileno()),
+                "--worker-id",
+                str(self.id),
+                "--log-verbose",
+                str(self.log_verbose),
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            parent.close()
+            raise TritonError(Code.INTERNAL, f"{self.label}: cannot start worker process: {exc}") from exc
+        finally:
+            child.close()
+        self.pid = self._proc.pid
+        self._channel = AsyncChannel(parent, self._on_message, self._on_close)
+        asyncio.ensure_future(self._watch(self._proc))
+        hello = await self._wait(self._hello, timeout, "start")
+        if hello[1] != PROTOCOL_VERSION:
+            self.kill()
+            raise TritonError(
+                Code.INTERNAL,
+                f"{self.label}: worker speaks protocol version {hello[1]}, the core speaks {PROTOCOL_VERSION}; "
+                "the model environment has a different tritium installed",
+            )
+
+    async def _watch(self, proc: asyncio.subprocess.Process) -> None:
+        returncode = await proc.wait()
+        if returncode < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-returncode).name}"
+            except ValueError:
+                how = f"was killed by signal {-returncode}"
+        else:
+            how = f"exited with status {returncode}"
+        if self._exited is not None and not self._exited.done():
+            self._exited.set_result(how)
+        self._lost(how)
+
+    def _on_close(self, exc: BaseException | None) -> None:
+        # The socket closed: the process is exiting (wait briefly for its
+        # status, for a better message) or broke protocol (kill it).
+        if exc is not None:
+            log.error("%s: control channel failed: %s", self.label, exc)
+            self.kill()
+        asyncio.ensure_future(self._lost_after_exit())
+
+    async def _lost_after_exit(self) -> None:
+        how = "closed its control channel"
+        if self._exited is not None:
+            try:
+                how = await asyncio.wait_for(asyncio.shield(self._exited), timeout=2.0)
+            except asyncio.TimeoutError:
+                self.kill()
+        self._lost(how)
+
+    def _lost(self, how: str) -> None:
+        """The worker is gone: tell the owner first (no new work), then fail what was in flight."""
+        if self._dead:
+            return
+        self._dead = True
+        if self._channel is not None:
+            self._channel.close()
+        if not self._stopping:
+            log.error("model instance '%s': worker process (pid %s) %s", self.label, self.pid, how)
+            self._on_exit(self, how)
+        self._fail_all(how)
+
+    def _fail_all(self, how: str) -> None:
+        error = WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process {how}")
+        for fut in list(self._calls.values()) + list(self._pings.values()):
+            if not fut.done():
+                fut.set_exception(error)
+        if self._hello is not None and not self._hello.done():
+            self._hello.set_exception(error)
+        self._calls.clear()
+        self._pings.clear()
+        batches, self._batches = self._batches, {}
+        for batch in batches.values():
+            batch.on_done(None, error)
+        self.pool.forget_peer(self)
+        self.pool.segments.remove_owner(self.id)
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs and its channel is open."""
+        return not self._dead and self._channel is not None and not self._channel.closed
+
+    def kill(self) -> None:
+        """SIGKILL the process (ours, by PID); no-op when it is gone."""
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                self._proc.kill()
+            except ProcessLookupError:
+                pass
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Ask the worker to finalize and exit; kill it after ``timeout`` seconds."""
+        self._stopping = True
+        if self.alive:
+            try:
+                await self.call(Kind.SHUTDOWN, None, timeout)
+            except TritonError as exc:
+                if not isinstance(exc, WorkerExited):
+                    log.warning("%s: finalize failed: %s", self.label, exc)
+        if self._channel is not None:
+            self._channel.close()
+        if self._exited is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._exited), timeout=5.0)
+            except asyncio.TimeoutError:
+                self.kill()
+                await asyncio.shield(self._exited)
+
+    # -- calls ------------------------------------------------------------
+    async def _wait(self, fut: asyncio.Future[Any], timeout: float, what: str) -> Any:
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            self.kill()
+            raise TritonError(
+                Code.INTERNAL, f"model instance '{self.label}': worker did not answer {what} within {timeout:g} s"
+            ) from None
+
+    async def call(self, kind: Kind, payload: Any, timeout: float) -> Any:
+        """Send INIT_MODEL / INIT_INSTANCE / SHUTDOWN and wait for the REPLY.
+
+        :raises TritonError: the error the worker replied with, or INTERNAL
+            when it exits or does not answer within ``timeout`` seconds.
+        """
+        if not self.alive or self._channel is None:
+            raise WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process is not running")
+        call_id = next(self._call_ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._calls[call_id] = fut
+        self._channel.send([kind, call_id] if payload is None else [kind, call_id, payload])
+        try:
+            return await self._wait(fut, timeout, kind.name)
+        finally:
+            self._calls.pop(call_id, None)
+
+    async def ping(self, timeout: float) -> None:
+        """Round-trip a PING.
+
+        :raises TritonError: INTERNAL when no PONG comes within ``timeout`` seconds (the worker is then killed).
+        """
+        if not self.alive or self._channel is None:
+            raise WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process is not running")
+        nonce = next(self._call_ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pings[nonce] = fut
+        self._channel.send([Kind.PING, nonce])
+        try:
+            await self._wait(fut, timeout, "PING")
+        finally:
+            self._pings.pop(nonce, None)
+
+    # -- data path ----------------------------------------------------------
+    def execute(self, batch: BatchSink) -> None:
+        """Send one EXECUTE frame for ``batch`` (segments it names go first).
+
+        When the worker is not running, fails the batch at once.
+        """
+        if not self.alive or self._channel is None:
+            batch.on_done(
+                None, WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process is not running")
+            )
+            return
+        for wire in batch.wire_requests:
+            for descriptor in wire["inputs"]:
+                self.pool.ensure_sent(descriptor[3], self)
+        batch_id = next(self._batch_ids)
+        self._batches[batch_id] = batch
+        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests])
+
+    def release(self, blocks: list[list[int]]) -> None:
+        """Give output blocks (``[segment, offset]``) back to the worker."""
+        if blocks and self._channel is not None:
+            self._channel.send([Kind.RELEASE, blocks])
+
+    def send_segment(self, segment: Segment) -> None:
+        """Send a core segment's fd (see :class:`TensorPool`)."""
+        if self._channel is not None:
+            self._channel.send([Kind.SEGMENT, segment.id, segment.size], [segment.fd])
+
+    def drop_segment(self, segment_id: int) -> None:
+        """Tell the worker a core segment is gone."""
+        if self._channel is not None:
+            self._channel.send([Kind.DROP_SEGMENT, segment_id])
+
+    # -- frames from the worker -----------------------------------------------
+    def _on_message(self, message: list[Any], fds: list[int]) -> None:
+        kind = message[0]
+        try:
+            if kind == Kind.RESPONSE:
+                _, batch_id, index, flags, outputs, error, parameters = message
+                batch = self._batches.get(batch_id)
+                if batch is None:
+                    raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
+                err = TritonError.from_wire(error) if error is not None else None
+                batch.on_response(index, outputs, err, parameters, bool(flags & ResponseFlag.FINAL), self)
+            elif kind == Kind.EXECUTE_DONE:
+                batch = self._batches.pop(message[1], None)
+                if batch is not None:
+                    batch.on_done(message[2], None)
+            elif kind == Kind.SEGMENT:
+                if len(fds) != 1:
+                    raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
+                seg_id, size = int(message[1]), int(message[2])
+                if seg_id >> 24 != self.id:
+                    os.close(fds[0])
+                    raise TritonError(Code.INTERNAL, f"worker announced segment {seg_id:#x} it does not own")
+                self.pool.segments.attach(seg_id, size, fds.pop())
+            elif kind == Kind.DROP_SEGMENT:
+                seg_id = int(message[1])
+                if seg_id >> 24 == self.id:
+                    self.pool.segments.remove(seg_id)
+            elif kind == Kind.REPLY:
+                _, call_id, error, result = message
+                fut = self._calls.get(call_id)
+                if fut is not None and not fut.done():
+                    if error is not None:
+                        fut.set_exception(TritonError.from_wire(error))
+                    else:
+                        fut.set_result(result)
+            elif kind == Kind.PONG:
+                fut = self._pings.get(message[1])
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+            elif kind == Kind.HELLO:
+                if self._hello is not None and not self._hello.done():
+                    self._hello.set_result(message)
+            else:
+                raise TritonError(Code.INTERNAL, f"unexpected message kind {kind!r}")
+        except (TritonError, ValueError, TypeError, IndexError) as exc:
+            log.error("%s: bad frame from worker: %s", self.label, exc)
+            for fd in fds:
+                os.close(fd)
+            self.kill()

@@ -1,0 +1,141 @@
+"""The core-worker protocol: frames, message kinds and the protocol version.
+
+A *frame* is a 5-byte header, ``<I`` payload length and ``B`` count of file
+descriptors attached, followed by the payload: a msgpack-encoded list whose
+first item is a :class:`Kind`. File descriptors (shared-memory segments)
+travel as ``SCM_RIGHTS`` ancillary data with the frame's bytes and are
+matched to frames in order. Tensor bytes never travel in frames: frames carry
+``(segment, offset, nbytes)`` descriptors into the shared-memory arenas.
+
+Messages (``->`` core to worker, ``<-`` worker to core):
+
+=================  ====  ==========================================================
+kind               dir   payload after the kind
+=================  ====  ==========================================================
+HELLO              <-    protocol version, worker pid
+INIT_MODEL         ->    call id, model-init settings (dict)
+INIT_INSTANCE      ->    call id, instance settings (dict)
+SHUTDOWN           ->    call id
+REPLY              <-    call id, error (``[code, message]`` or None), result
+EXECUTE            ->    batch id, list of requests (dict each)
+RESPONSE           <-    batch id, request index, flags, outputs, error, parameters
+EXECUTE_DONE       <-    batch id, timings in ns ``[input, infer, output]``, error
+RELEASE            ->    list of ``[segment, offset]`` output blocks the core is done with
+SEGMENT            <>    segment id, size in bytes (one fd attached)
+DROP_SEGMENT       <>    segment id
+PING / PONG        <>    nonce
+=================  ====  ==========================================================
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any, Iterator
+
+import msgpack
+
+from ..errors import Code, TritonError
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Kind",
+    "ResponseFlag",
+    "HEADER",
+    "MAX_FRAME_BYTES",
+    "MAX_FDS_PER_FRAME",
+    "encode",
+    "FrameDecoder",
+]
+
+PROTOCOL_VERSION = 1
+HEADER = struct.Struct("<IB")
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+MAX_FDS_PER_FRAME = 8
+
+
+class Kind(enum.IntEnum):
+    """Message kinds; the numbering is part of :data:`PROTOCOL_VERSION`."""
+
+    HELLO = 1
+    INIT_MODEL = 2
+    INIT_INSTANCE = 3
+    SHUTDOWN = 4
+    REPLY = 5
+    EXECUTE = 6
+    RESPONSE = 7
+    EXECUTE_DONE = 8
+    RELEASE = 9
+    SEGMENT = 10
+    DROP_SEGMENT = 11
+    PING = 12
+    PONG = 13
+
+
+class ResponseFlag(enum.IntFlag):
+    """Flags of a RESPONSE frame (``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` = 1)."""
+
+    NONE = 0
+    FINAL = 1
+
+
+_packer = msgpack.Packer(use_bin_type=True)
+
+
+def encode(message: list[Any], nfds: int = 0) -> bytes:
+    """Return the frame bytes of ``message`` (header + msgpack payload)."""
+    payload = msgpack.packb(message, use_bin_type=True)
+    return HEADER.pack(len(payload), nfds) + payload
+
+
+class FrameDecoder:
+    """Incremental frame parser: feed bytes and fds as they arrive, get messages.
+
+    Not thread-safe; one per receiving side of a channel.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._fds: list[int] = []
+
+    def feed(self, data: bytes, fds: list[int] | None = None) -> Iterator[tuple[list[Any], list[int]]]:
+        """Add received bytes (and fds) and yield each complete ``(message, fds)``.
+
+        :raises TritonError: INTERNAL for a frame too large, a bad payload, or
+            a frame claiming more fds than arrived (the peer is broken).
+        """
+        if fds:
+            self._fds.extend(fds)
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        try:
+            while end - pos >= HEADER.size:
+                length, nfds = HEADER.unpack_from(buf, pos)
+                if length > MAX_FRAME_BYTES or nfds > MAX_FDS_PER_FRAME:
+                    raise TritonError(Code.INTERNAL, f"malformed frame header (length {length}, fds {nfds})")
+                start = pos + HEADER.size
+                if end - start < length:
+                    break
+                try:
+                    message = msgpack.unpackb(
+                        buf[start : start + length], raw=False, strict_map_key=False, use_list=True
+                    )
+                except Exception as exc:  # msgpack raises several types
+                    raise TritonError(Code.INTERNAL, f"malformed frame payload: {exc}") from exc
+                if not isinstance(message, list) or not message:
+                    raise TritonError(Code.INTERNAL, "malformed frame payload: not a message list")
+                if nfds > len(self._fds):
+                    raise TritonError(Code.INTERNAL, "frame announces file descriptors that did not arrive")
+                frame_fds = self._fds[:nfds]
+                del self._fds[:nfds]
+                pos = start + length
+                yield message, frame_fds
+        finally:
+            del buf[:pos]
+
+    def close(self) -> list[int]:
+        """Return (for closing) any fds received but not claimed by a frame."""
+        fds, self._fds = self._fds, []
+        return fds

@@ -1,0 +1,10 @@
+"""tritium: a Triton-compatible inference server written in Python.
+
+The import package's subpackages are the repository's top-level folders:
+``tritium.core`` (core/), ``tritium.frontends`` (frontends/),
+``tritium.backends`` (backends/) and ``tritium.proto`` (proto/).
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,5 @@
+"""``python -m tritium``: the same as ``tritium-server``."""
+
+from .cli import main
+
+main()
