@@ -1,0 +1,43 @@
+"""What every frontend shares: the one mapping from Triton error codes to transport statuses.
+
+HTTP follows Triton's ``HttpCodeFromError``: INTERNAL 500, NOT_FOUND 404,
+UNAVAILABLE 503, UNSUPPORTED 501, everything else 400. gRPC follows Triton's
+``GrpcCodeFromError``: each code maps to the gRPC status of the same name
+(INVALID_ARG -> INVALID_ARGUMENT, UNSUPPORTED -> UNIMPLEMENTED).
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from ..core.errors import Code
+
+__all__ = ["http_status", "grpc_status"]
+
+_HTTP = {
+    Code.INTERNAL: 500,
+    Code.NOT_FOUND: 404,
+    Code.UNAVAILABLE: 503,
+    Code.UNSUPPORTED: 501,
+}
+
+_GRPC = {
+    Code.UNKNOWN: grpc.StatusCode.UNKNOWN,
+    Code.INTERNAL: grpc.StatusCode.INTERNAL,
+    Code.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Code.INVALID_ARG: grpc.StatusCode.INVALID_ARGUMENT,
+    Code.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Code.UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
+    Code.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Code.CANCELLED: grpc.StatusCode.CANCELLED,
+}
+
+
+def http_status(code: Code) -> int:
+    """The HTTP status Triton answers an error of ``code`` with."""
+    return _HTTP.get(code, 400)
+
+
+def grpc_status(code: Code) -> grpc.StatusCode:
+    """The gRPC status Triton answers an error of ``code`` with."""
+    return _GRPC[code]

@@ -1,0 +1,93 @@
+"""Metric families from the server's statistics, and their Prometheus text.
+
+The families are prometheus-client ``Metric`` objects. They are written out
+here rather than with ``prometheus_client.generate_latest`` because that
+writer renames every counter ``<name>_total``, while Triton's counters
+(``nv_inference_count``) have no suffix and dashboards look for those names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from prometheus_client.core import Metric
+
+__all__ = ["TritiumCollector", "render"]
+
+_COUNTERS = (
+    # name, help, stats key ("count" of a duration or a plain attribute), scale
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", ("success", "count"), 1),
+    ("nv_inference_count", "Number of inferences performed (does not include cached requests)", "inference_count", 1),
+    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", "execution_count", 1),
+    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", ("success", "ns"), 1000),
+    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", ("queue", "ns"), 1000),
+    ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", ("compute_input", "ns"), 1000),
+    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", ("compute_infer", "ns"), 1000),
+    ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", ("compute_output", "ns"), 1000),
+)
+_FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+
+
+class TritiumCollector:
+    """Builds the metric families of one server at scrape time (on the event loop)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def collect(self) -> Iterable[Metric]:
+        """Yield every metric family."""
+        models = self.server.repository.loaded_models()
+        success = Metric(*_COUNTERS[0][:2], "counter")
+        failure = Metric("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
+        others = [Metric(name, doc, "counter") for name, doc, _key, _scale in _COUNTERS[1:]]
+        pending = Metric(
+            "nv_inference_pending_request_count",
+            "Instantaneous number of pending requests awaiting execution per-model.",
+            "gauge",
+        )
+        restarts = Metric("tritium_instance_restarts", "Model instance worker restarts since the model loaded", "counter")
+        for model in models:
+            labels = {"model": model.name, "version": str(model.version)}
+            stats = model.stats
+            for family, (_name, _doc, key, scale) in zip([success, *others], _COUNTERS):
+                if isinstance(key, tuple):
+                    value = getattr(stats.durations[key[0]], key[1])
+                else:
+                    value = getattr(stats, key)
+                family.add_sample(family.name, labels, value // scale)
+            fail_ns = stats.failures_by_reason
+            for reason in _FAILURE_REASONS:
+                failure.add_sample(failure.name, {**labels, "reason": reason}, fail_ns.get(reason, 0))
+            pending.add_sample(pending.name, labels, model.scheduler.inflight_count())
+            restarts.add_sample(restarts.name, labels, sum(i.restarts for i in model.instances))
+        pool = self.server.pool
+        arena_reserved = Metric("tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge")
+        arena_reserved.add_sample(arena_reserved.name, {}, pool.reserved_bytes)
+        arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
+        arena_used.add_sample(arena_used.name, {}, pool.used_bytes)
+        return [success, failure, *others, pending, restarts, arena_reserved, arena_used]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def render(families: Iterable[Metric]) -> bytes:
+    """Prometheus text exposition (format 0.0.4) of ``families``, names unchanged, labels sorted."""
+    lines: list[str] = []
+    for family in families:
+        lines.append(f"# HELP {family.name} {family.documentation}")
+        lines.append(f"# TYPE {family.name} {family.type}")
+        for sample in family.samples:
+            if sample.labels:
+                labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(sample.labels.items()))
+                lines.append(f"{sample.name}{{{labels}}} {_number(sample.value)}")
+            else:
+                lines.append(f"{sample.name} {_number(sample.value)}")
+    return ("\n".join(lines) + "\n").encode("utf-8")

@@ -1,0 +1,1 @@
+"""Test support: start tritium-server as a subprocess and build model repositories."""

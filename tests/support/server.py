@@ -1,0 +1,132 @@
+"""Start ``tritium-server`` as a subprocess on free loopback ports, and stop it by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["ServerProcess", "free_port"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """One ``python -m tritium`` process with its own ports and log file.
+
+    :param repositories: model repository folders.
+    :param args: extra command-line flags.
+    :param log_path: where its stdout/stderr go.
+    """
+
+    def __init__(
+        self,
+        repositories: Sequence[str | Path],
+        args: Sequence[str] = (),
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.repositories = [str(r) for r in repositories]
+        self.args = list(args)
+        self.http_port = free_port()
+        self.grpc_port = free_port()
+        self.metrics_port = free_port()
+        self.log_path = log_path or Path(f"/tmp/tritium-test-{os.getpid()}-{self.http_port}.log")
+        self.env = dict(os.environ, **(env or {}))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "tritium"]
+        for repo in self.repositories:
+            cmd.append(f"--model-repository={repo}")
+        cmd += [
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+        ]
+        return cmd + self.args
+
+    def start(self, wait_ready: bool = True, timeout: float = 120.0) -> "ServerProcess":
+        """Spawn; by default wait until ``/v2/health/live`` answers.
+
+        :raises RuntimeError: when the process exits first or the timeout passes (with the log).
+        """
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+        if wait_ready:
+            self.wait_live(timeout)
+        return self
+
+    def wait_live(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://{self.http_url}/v2/health/live"
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tritium-server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"tritium-server not live after {timeout} s:\n{self.log()}")
+
+    def wait_exit(self, timeout: float = 60.0) -> int:
+        """Wait for the process to exit on its own; return its status."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM the server (by PID), wait, SIGKILL if it does not exit; return its status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
