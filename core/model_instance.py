@@ -157,6 +157,8 @@ class ModelInstance:
             await asyncio.sleep(self._options.ping_interval_s)
             if not worker.alive or self._stopping:
                 return
+            if worker.busy:  # executing: the worker answers between batches; its exit is watched anyway
+                continue
             try:
                 await worker.ping(self._options.ping_timeout_s)
             except TritonError as exc:

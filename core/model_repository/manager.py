@@ -248,10 +248,13 @@ class ModelRepositoryManager:
 
     @property
     def all_ready(self) -> bool:
-        """True when every model that should be loaded is READY (strict readiness)."""
+        """True when every loaded model version is READY (strict readiness).
+
+        As in Triton, a model whose folder could not even be read as a model
+        (e.g. its config does not parse) is not counted: it never became a
+        model; a version that failed to load is.
+        """
         for entry in self.models.values():
-            if entry.reason:
-                return False
             for status in entry.versions.values():
                 if status.state != ModelState.READY or status.model is None or not status.model.ready:
                     return False

@@ -73,8 +73,8 @@ class AsyncChannel:
         self.closed = False
         self._loop.add_reader(self._fileno, self._on_readable)
 
-    def send(self, message: list[Any], fds: Sequence[int] = ()) -> None:
-        """Queue one frame; it is written at the end of this loop iteration.
+    def send(self, message: list[Any], fds: Sequence[int] = (), lazy: bool = False) -> None:
+        """Send one frame: now, or (``lazy``) at the end of this loop iteration together with others.
 
         ``fds`` are duplicated by the kernel on sending; the caller keeps its copies.
         Sending on a closed channel is a no-op (the close callback has run or will).
@@ -82,12 +82,18 @@ class AsyncChannel:
         if self.closed:
             return
         self._pending.append((encode(message, len(fds)), list(fds)))
-        if not self._flush_scheduled and not self._writing:
+        if self._writing:
+            return
+        if not lazy:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._writing and not self._pending:
+            return
         pending = self._pending
         while pending and not self.closed:
             # coalesce consecutive frames without fds into one write
@@ -181,6 +187,12 @@ class BlockingChannel:
             sent = self._sock.sendmsg([data], _ancillary(fds))
             if sent < len(data):
                 self._sock.sendall(memoryview(data)[sent:])
+
+    def send_many(self, messages: Sequence[list[Any]]) -> None:
+        """Send several frames (without fds) in one write."""
+        data = b"".join(encode(m) for m in messages)
+        with self._lock:
+            self._sock.sendall(data)
 
     def receive(self) -> Iterator[tuple[list[Any], list[int]]]:
         """Yield frames until the core closes the socket (then return).

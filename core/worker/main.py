@@ -72,41 +72,75 @@ class Worker:
         self.segments.remove(segment.id, close=False)
         self.channel.send([Kind.DROP_SEGMENT, segment.id])
 
-    # -- reader thread ----------------------------------------------------
-    def read_forever(self) -> None:
-        """Receive frames until the core goes away, then end the process."""
+    # -- receiving ---------------------------------------------------------
+    def _handle_control(self, message: list[Any], fds: list[int]) -> bool:
+        """Handle PING/SEGMENT/DROP_SEGMENT/RELEASE at once; False for messages the executor runs."""
+        kind = message[0]
+        if kind == Kind.PING:
+            self.channel.send([Kind.PONG, message[1]])
+        elif kind == Kind.SEGMENT:
+            if len(fds) != 1:
+                raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
+            self.segments.attach(int(message[1]), int(message[2]), fds[0])
+        elif kind == Kind.DROP_SEGMENT:
+            self.segments.remove(int(message[1]))
+        elif kind == Kind.RELEASE:
+            with self.arena_lock:
+                for seg_id, offset in message[1]:
+                    self.arena.free(seg_id, offset)
+        else:
+            for fd in fds:
+                os.close(fd)
+            return False
+        return True
+
+    def serve(self, threaded: bool) -> None:
+        """Receive frames until SHUTDOWN or until the core goes away, then end the process.
+
+        ``threaded``: a reader thread receives and queues work for the main
+        thread (PINGs are answered even during a long execution). Otherwise
+        the main thread receives and executes in turn (one thread hand-off
+        less per request; the core does not expect PONGs while a batch runs).
+        """
+        if threaded:
+            reader = threading.Thread(target=self._read_and_queue, name="tritium-reader", daemon=True)
+            reader.start()
+            self.run()
+            return
+        handlers = self._handlers()
         try:
             for message, fds in self.channel.receive():
-                kind = message[0]
-                if kind == Kind.PING:
-                    self.channel.send([Kind.PONG, message[1]])
-                elif kind == Kind.SEGMENT:
-                    if len(fds) != 1:
-                        raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
-                    self.segments.attach(int(message[1]), int(message[2]), fds[0])
-                elif kind == Kind.DROP_SEGMENT:
-                    self.segments.remove(int(message[1]))
-                elif kind == Kind.RELEASE:
-                    with self.arena_lock:
-                        for seg_id, offset in message[1]:
-                            self.arena.free(seg_id, offset)
-                else:
-                    for fd in fds:
-                        os.close(fd)
-                    self.inbox.put(message)
+                if self._handle_control(message, fds):
+                    continue
+                handler = handlers.get(message[0])
+                if handler is None:
+                    log.error("worker %d: unexpected message kind %r", self.worker_id, message[0])
+                elif handler(message):
+                    return
         except Exception as exc:  # a broken frame from the core: nothing sane to do but exit
+            log.error("worker %d: control channel failed: %s", self.worker_id, exc)
+
+    def _read_and_queue(self) -> None:
+        try:
+            for message, fds in self.channel.receive():
+                if not self._handle_control(message, fds):
+                    self.inbox.put(message)
+        except Exception as exc:
             log.error("worker %d: control channel failed: %s", self.worker_id, exc)
         os._exit(0)
 
     # -- main thread ------------------------------------------------------
-    def run(self) -> None:
-        """Serve queued messages in order until SHUTDOWN."""
-        handlers: dict[int, Callable[[list[Any]], bool]] = {
+    def _handlers(self) -> dict[int, Callable[[list[Any]], bool]]:
+        return {
             Kind.INIT_MODEL: self._init_model,
             Kind.INIT_INSTANCE: self._init_instance,
             Kind.EXECUTE: self._execute,
             Kind.SHUTDOWN: self._shutdown,
         }
+
+    def run(self) -> None:
+        """Serve queued messages in order until SHUTDOWN."""
+        handlers = self._handlers()
         while True:
             message = self.inbox.get()
             if message is None:
@@ -189,6 +223,8 @@ class Worker:
             error = _error_of(exc, "reading the request inputs")
         t1 = time.perf_counter_ns()
         self.writer.output_ns = 0
+        if not self.decoupled:
+            self.writer.hold()
         if error is None:
             try:
                 self.module.TRITONBACKEND_ModelInstanceExecute(self.instance, requests)
@@ -214,7 +250,9 @@ class Worker:
                         )
                     )
         self.writer.finish_batch(requests)
-        self.channel.send([Kind.EXECUTE_DONE, batch_id, [t1 - t0, max(0, t2 - t1 - output_ns), output_ns]])
+        frames = self.writer.release_held()
+        frames.append([Kind.EXECUTE_DONE, batch_id, [t1 - t0, max(0, t2 - t1 - output_ns), output_ns]])
+        self.channel.send_many(frames)
         return False
 
     def _shutdown(self, message: list[Any]) -> bool:
@@ -235,6 +273,19 @@ class Worker:
         return True
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the core exits (even mid-execution)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the closed control socket still ends the worker between batches
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m tritium.core.worker``."""
     parser = argparse.ArgumentParser(prog="python -m tritium.core.worker")
@@ -242,6 +293,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker-id", type=int, required=True)
     parser.add_argument("--log-verbose", type=int, default=0)
     args = parser.parse_args(argv)
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:  # the core died before prctl took effect
+        sys.exit(1)
     configure_logging(args.log_verbose, prefix=f"worker {args.worker_id}")
     sock = socket.socket(fileno=args.fd)
     channel = BlockingChannel(sock)
@@ -250,8 +305,15 @@ def main(argv: list[str] | None = None) -> None:
         channel.send([Kind.HELLO, PROTOCOL_VERSION, os.getpid()])
     except OSError:
         sys.exit(1)
-    reader = threading.Thread(target=worker.read_forever, name="tritium-reader", daemon=True)
-    reader.start()
-    worker.run()
+    profile_path = os.environ.get("TRITIUM_WORKER_PROFILE")  # developer aid: cProfile the worker
+    if profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    worker.serve(threaded=os.environ.get("TRITIUM_WORKER_THREADED", "0") == "1")
+    if profile_path:
+        profiler.disable()
+        profiler.dump_stats(f"{profile_path}.{os.getpid()}")
     channel.close()
     os._exit(0)

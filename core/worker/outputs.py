@@ -12,6 +12,7 @@ serialized into the arena. The core frees output blocks with RELEASE frames.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -61,6 +62,20 @@ class OutputWriter:
             if dt is not None:
                 self.output_types[str(output["name"])] = dt
         self.output_ns = 0
+        #: while set, RESPONSE frames are collected here and sent with EXECUTE_DONE
+        #: (one write per batch); only on the executing thread of a non-decoupled model
+        self.held: list[list[Any]] | None = None
+        self._holder = 0
+
+    def hold(self) -> None:
+        """Start collecting RESPONSE frames sent from this thread (see :attr:`held`)."""
+        self.held = []
+        self._holder = threading.get_ident()
+
+    def release_held(self) -> list[list[Any]]:
+        """Stop collecting; return the frames collected."""
+        held, self.held = self.held or [], None
+        return held
 
     # -- inputs -----------------------------------------------------------
     def build_requests(self, batch_id: int, wire_requests: Sequence[Mapping[str, Any]]) -> list[Request]:
@@ -149,7 +164,10 @@ class OutputWriter:
         if final:
             self._free([b for b in token.allocations if id(b) not in token.sent])
             token.allocations.clear()
-        self.worker.channel.send(frame)
+        if self.held is not None and threading.get_ident() == self._holder:
+            self.held.append(frame)
+        else:
+            self.worker.channel.send(frame)
         self.output_ns += time.perf_counter_ns() - start
 
     def send_error(self, batch_id: int, index: int, error: TritonError) -> None:
@@ -200,7 +218,7 @@ class OutputWriter:
         nbytes = array.nbytes
         if nbytes == 0:
             return [name, dt.name, shape, EMPTY_SEGMENT, 0, 0, NO_RELEASE]
-        address = array.ctypes.data
+        address = array.__array_interface__["data"][0]
         for seg_id, base, offset, size in token.inputs:
             delta = address - base
             if 0 <= delta and delta + nbytes <= size:

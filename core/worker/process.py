@@ -194,6 +194,11 @@ class WorkerProcess:
         """True while the process runs and its channel is open."""
         return not self._dead and self._channel is not None and not self._channel.closed
 
+    @property
+    def busy(self) -> bool:
+        """True while a batch is executing (the worker answers PINGs only between batches)."""
+        return bool(self._batches)
+
     def kill(self) -> None:
         """SIGKILL the process (ours, by PID); no-op when it is gone."""
         if self._proc is not None and self._proc.returncode is None:
@@ -284,7 +289,7 @@ class WorkerProcess:
     def release(self, blocks: list[list[int]]) -> None:
         """Give output blocks (``[segment, offset]``) back to the worker."""
         if blocks and self._channel is not None:
-            self._channel.send([Kind.RELEASE, blocks])
+            self._channel.send([Kind.RELEASE, blocks], lazy=True)
 
     def send_segment(self, segment: Segment) -> None:
         """Send a core segment's fd (see :class:`TensorPool`)."""

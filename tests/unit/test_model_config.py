@@ -1,0 +1,95 @@
+"""Model config parsing, defaults and validation (Triton's messages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tritium.core.errors import Code, TritonError
+from tritium.core.model_config import normalize
+from tritium.core.model_config.parser import config_to_dict, parse_config_text
+
+IO = """
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def prepare(text: str, tmp_path: Path, name: str = "m", auto: bool = False, files: tuple[str, ...] = ()):
+    (tmp_path / "1").mkdir(exist_ok=True)
+    for f in files:
+        (tmp_path / "1" / f).write_text("x")
+    config = parse_config_text(text) if text is not None else None
+    return normalize.prepare(config, name, tmp_path, auto, gpus=())
+
+
+def error_of(text: str, tmp_path: Path, **kw) -> TritonError:
+    with pytest.raises(TritonError) as info:
+        prepare(text, tmp_path, **kw)
+    assert info.value.code == Code.INVALID_ARG
+    return info.value
+
+
+def test_defaults_match_triton(tmp_path):
+    config = config_to_dict(prepare('backend: "python"\n' + IO, tmp_path))
+    assert config["name"] == "m"
+    assert config["version_policy"] == {"latest": {"num_versions": 1}}
+    assert config["instance_group"] == [
+        {"name": "m", "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [], "profile": [],
+         "passive": False, "host_policy": ""}
+    ]
+    assert config["optimization"]["input_pinned_memory"] == {"enable": True}
+    assert config["default_model_filename"] == "model.py"
+    assert config["input"][0]["dims"] == [4]
+
+
+def test_unnamed_groups_are_numbered_and_onnxruntime_cpu_groups_default_to_two(tmp_path):
+    config = prepare(
+        'platform: "onnxruntime_onnx"\n' + IO + "instance_group [ { kind: KIND_CPU }, { count: 3 } ]", tmp_path
+    )
+    assert config.backend == "onnxruntime" and config.default_model_filename == "model.onnx"
+    assert [(g.name, g.count) for g in config.instance_group] == [("m_0", 2), ("m_1", 3)]
+
+
+def test_backend_is_found_from_the_model_file(tmp_path):
+    config = prepare(IO, tmp_path, files=("model.onnx",))
+    assert (config.backend, config.platform) == ("onnxruntime", "onnxruntime_onnx")
+
+
+def test_unknown_field_and_bad_datatype_name_the_line(tmp_path):
+    with pytest.raises(TritonError, match='1:1 : Message type "inference.ModelConfig" has no field named "bogus"'):
+        parse_config_text("bogus: 1")
+    with pytest.raises(TritonError, match='Enum type "inference.DataType" has no value named TYPE_FOO'):
+        parse_config_text('input [ { name: "a" data_type: TYPE_FOO } ]')
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('backend: "python"\nmax_batch_size: -1\n' + IO, "'max_batch_size' must be non-negative value for m"),
+        ('name: "other"\nbackend: "python"\n' + IO, "unexpected directory name 'm' for model 'other', directory name must equal model name"),
+        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 0 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+         "model input 'IN' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m"),
+        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 3 ] } } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+         "model input 'IN' has different size for dims and reshape for m"),
+        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+         "model input 'IN' is specified more than once for m"),
+        ('backend: "python"\ninput [ { name: "IN" dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+         "model input 'IN' must specify 'data_type' for m"),
+        ('platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO, "unexpected 'platform' and 'backend' pair, got:onnxruntime_onnx, pytorch"),
+        ('backend: "python"\n' + IO + "instance_group [ { kind: KIND_GPU } ]", "instance group m_0 of model m has kind KIND_GPU but no GPUs are available"),
+        ('backend: "python"\n' + IO + "dynamic_batching { preferred_batch_size: [ 4 ] }", "dynamic batching preferred size must be <= max batch size for m"),
+    ],
+)
+def test_invalid_configs_get_triton_messages(tmp_path, text, message):
+    assert error_of(text, tmp_path).message == message
+
+
+def test_a_model_name_without_backend_hint_is_refused(tmp_path):
+    assert "Could not determine backend for model 'm'" in error_of(IO, tmp_path).message
+
+
+def test_missing_config_needs_auto_complete(tmp_path):
+    assert "auto-complete is disabled" in error_of(None, tmp_path, files=("model.onnx",)).message
+    assert prepare(None, tmp_path, auto=True, files=("model.onnx",)).backend == "onnxruntime"
