@@ -139,7 +139,8 @@ class InferenceServer:
         model = self.model(name, version)
         return {
             "name": model.name,
-            "versions": [str(v) for v in self.repository.versions(model.name)],
+            # Triton lists only the version asked for, or every READY version
+            "versions": [str(model.version)] if version else [str(v) for v in self.repository.versions(model.name)],
             "platform": model.platform,
             "inputs": model.tensor_metadata("input"),
             "outputs": model.tensor_metadata("output"),

@@ -74,7 +74,8 @@ def serialize_bytes(array: np.ndarray, out: memoryview | None = None) -> bytes |
     data = b"".join(parts)
     if out is None:
         return data
-    out[: len(data)] = data
+    if data:  # an empty tensor comes with an empty, read-only buffer
+        out[: len(data)] = data
     return len(data)
 
 

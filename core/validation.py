@@ -160,7 +160,11 @@ def validate_request(sig: ModelSignature, request: InferenceRequest) -> int:
         spec = sig.inputs[inp.name]
         dt = by_name(inp.datatype)
         if dt is None:
-            raise TritonError(Code.INVALID_ARG, f"invalid datatype for input {inp.name}")
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"{prefix}inference input '{inp.name}' data-type is '<invalid>', "
+                f"but model '{sig.name}' expects '{spec.datatype.name}'",
+            )
         if dt is not spec.datatype:
             raise TritonError(
                 Code.INVALID_ARG,

@@ -1,0 +1,365 @@
+"""Protobuf messages of ``inference.GRPCInferenceService`` <-> the core's requests and responses.
+
+Runs in the core process, on the event loop, once per call. The request
+path follows Triton 2.51's gRPC frontend (``infer_handler.cc``), including
+the order in which it reports errors: model version string, request
+parameters, input data (shared memory, ``contents`` vs
+``raw_input_contents``, typed ``contents`` of the right kind), requested
+output parameters (``classification``); everything else (shapes,
+datatypes, byte sizes, BYTES length prefixes, batch size) the core checks
+when the request runs. Each error is a :class:`~tritium.core.errors.TritonError`
+carrying Triton's message.
+
+The raw path is lean: ``raw_input_contents[i]`` goes to the core as the
+bytes object protobuf hands out (no further copy), outputs go out as
+``raw_output_contents`` (one copy out of shared memory), and no per-element
+Python loop runs. Typed ``contents`` are converted with numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ...core.errors import Code, TritonError
+from ...core.request import InferenceRequest, InferInput, RequestedOutput
+from ...core.response import InferenceResponse
+from ...core.tensor import serialize_bytes
+from ...core.types import by_name
+from ...proto import grpc_service_pb2 as pb
+
+__all__ = [
+    "parse_version",
+    "to_infer_request",
+    "to_infer_response",
+    "to_stream_response",
+    "stream_error",
+    "parameters_to_proto",
+    "model_metadata_to_proto",
+]
+
+ModelInferResponse = pb.ModelInferResponse
+InferOutputTensor = pb.ModelInferResponse.InferOutputTensor
+ModelStreamInferResponse = pb.ModelStreamInferResponse
+
+_INT64_MAX = (1 << 63) - 1
+
+
+# -- model version ------------------------------------------------------------------------
+def _stol(text: str) -> int:
+    """``std::stol(text)``: leading white space, an optional sign, then digits; the rest is ignored."""
+    i, n = 0, len(text)
+    while i < n and text[i] in " \t\n\v\f\r":
+        i += 1
+    start = i
+    if i < n and text[i] in "+-":
+        i += 1
+    digits = i
+    while i < n and "0" <= text[i] <= "9":
+        i += 1
+    if i == digits:
+        raise ValueError("stol")
+    value = int(text[start:i])
+    if not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        raise ValueError("stol")
+    return value
+
+
+def parse_version(version: str) -> str:
+    """Check a request's model version string as Triton does and return it normalized.
+
+    "" stays "" (the version policy chooses); otherwise the number as Triton
+    reads it (``std::stol``), so "01" names version 1.
+
+    :raises TritonError: INVALID_ARG with Triton's messages for text that is
+        not a number or a negative number.
+    """
+    if not version:
+        return version
+    if len(version) < 19 and version.isascii() and version.isdigit() and version[0] != "0":
+        return version  # the common case: a plain positive number
+    try:
+        number = _stol(version)
+    except ValueError:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"failed to get model version from specified version string '{version}' (details: stol), "
+            "version should be an integral value > 0",
+        ) from None
+    if number < 0:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"invalid model version specified '{version}' , version should be an integral value > 0",
+        )
+    return str(number)
+
+
+# -- parameters ----------------------------------------------------------------------------
+def _value(param: pb.InferParameter) -> Any:
+    which = param.WhichOneof("parameter_choice")
+    return None if which is None else getattr(param, which)
+
+
+def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, Any]:
+    """Request parameters as Python values, with Triton's type checks of the keys it knows."""
+    out: dict[str, Any] = {}
+    for key, param in params.items():
+        which = param.WhichOneof("parameter_choice")
+        if key == "sequence_id":
+            if which not in ("int64_param", "string_param"):
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.",
+                )
+        elif key in ("sequence_start", "sequence_end"):
+            if which != "bool_param":
+                raise TritonError(
+                    Code.INVALID_ARG, f"invalid value type for '{key}' parameter, expected bool_param."
+                )
+        elif key == "priority":
+            if which == "int64_param":
+                if param.int64_param < 0:
+                    raise TritonError(Code.INVALID_ARG, "invalid value for 'priority', expected value >= 0.")
+            elif which != "uint64_param":
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    "invalid value type for 'priority' parameter, expected int64_param or uint64_param.",
+                )
+        elif key == "timeout":
+            if which != "int64_param":
+                raise TritonError(
+                    Code.INVALID_ARG, "invalid value type for 'timeout' parameter, expected int64_param."
+                )
+        elif key.startswith("triton_"):
+            if key != "triton_enable_empty_final_response":
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    "parameter keys starting with 'triton_' are reserved for Triton usage. Only the "
+                    "following keys starting with 'triton_' are allowed: triton_enable_empty_final_response",
+                )
+            if which != "bool_param":
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"invalid value type for '{key}' parameter, expected bool_param.",
+                )
+        elif which not in ("int64_param", "bool_param", "string_param", "double_param"):
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param.",
+            )
+        out[key] = getattr(param, which)  # type: ignore[arg-type]
+    return out
+
+
+def _tensor_parameters(params: Mapping[str, pb.InferParameter], name: str) -> dict[str, Any]:
+    """Input or output parameters as Python values; shared-memory references are refused.
+
+    tritium has no shared-memory regions yet (registering one is
+    UNIMPLEMENTED), so a tensor naming one gets the answer Triton gives for
+    a region that is not registered.
+    """
+    out = {key: _value(param) for key, param in params.items()}
+    if "shared_memory_region" in out:
+        region = out["shared_memory_region"]
+        if not isinstance(region, str) or params["shared_memory_region"].WhichOneof("parameter_choice") != "string_param":
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"invalid value type for 'shared_memory_region' parameter for tensor '{name}', expected string_param.",
+            )
+        raise TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+    for key in ("shared_memory_offset", "shared_memory_byte_size"):
+        if key in out:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"'{key}' can not be specified without 'shared_memory_region' parameter for tensor '{name}'",
+            )
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def parameters_to_proto(params: Mapping[str, Any], target: Any) -> None:
+    """Write Python parameter values into a protobuf ``map<string, InferParameter>``.
+
+    bool -> bool_param, int -> int64_param, float -> double_param, anything
+    else -> string_param (as Triton propagates response parameters).
+    """
+    for key, value in params.items():
+        param = target[key]
+        if isinstance(value, bool):
+            param.bool_param = value
+        elif isinstance(value, int):
+            param.int64_param = value
+        elif isinstance(value, float):
+            param.double_param = value
+        else:
+            param.string_param = str(value)
+
+
+# -- typed contents --------------------------------------------------------------------------
+# (contents field, datatype it carries, numpy dtype of the field, datatypes narrower than the field)
+_TYPED: tuple[tuple[str, str, Any, Mapping[str, Any]], ...] = (
+    ("bool_contents", "BOOL", np.bool_, {}),
+    ("int_contents", "INT32", np.int32, {"INT8": np.int8, "INT16": np.int16}),
+    ("int64_contents", "INT64", np.int64, {}),
+    ("uint_contents", "UINT32", np.uint32, {"UINT8": np.uint8, "UINT16": np.uint16}),
+    ("uint64_contents", "UINT64", np.uint64, {}),
+    ("fp32_contents", "FP32", np.float32, {}),
+    ("fp64_contents", "FP64", np.float64, {}),
+    ("bytes_contents", "BYTES", None, {}),
+)
+
+
+def _serialize_bytes(items: Sequence[bytes]) -> bytes:
+    array = np.empty(len(items), dtype=np.object_)
+    array[:] = list(items)
+    return serialize_bytes(array)  # type: ignore[return-value]
+
+
+def _typed_contents(io: Any, model_name: str) -> bytes:
+    """The raw bytes of an input given as typed ``contents`` (Triton's ``InferGRPCToInput``)."""
+    contents = io.contents
+    datatype = io.datatype if by_name(io.datatype) is not None else "<invalid>"  # Triton's name for it
+    data = b""
+    for field, carried, np_type, narrow in _TYPED:
+        values = getattr(contents, field)
+        if not len(values):
+            continue
+        if data:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unexpected explicit tensor data for input tensor '{io.name}' for model '{model_name}', "
+                "binary data was already supplied.",
+            )
+        tensor_type = carried
+        if datatype in narrow:  # INT8/INT16/UINT8/UINT16 travel as 32-bit elements
+            tensor_type = datatype
+        if tensor_type != datatype:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unexpected explicit tensor data for input tensor '{io.name}' for model '{model_name}' "
+                f"of type '{tensor_type}', expected datatype '{datatype}'",
+            )
+        if np_type is None:
+            data = _serialize_bytes(values)
+        elif datatype in narrow:  # keep the low bytes of each element, as Triton does
+            data = np.array(values, dtype=np_type).astype(narrow[datatype]).tobytes()
+        else:
+            data = np.array(values, dtype=np_type).tobytes()
+    return data
+
+
+# -- requests -----------------------------------------------------------------------------
+def to_infer_request(request: pb.ModelInferRequest, model_lookup: Callable[[str, str], Any]) -> InferenceRequest:
+    """Build the core request for a ``ModelInferRequest``.
+
+    :param model_lookup: ``server.model``; called only on the error path, so
+        that a request naming an unknown model gets that answer first, as in
+        Triton, whatever else is wrong with it.
+    :raises TritonError: INVALID_ARG / NOT_FOUND with Triton's messages.
+    """
+    version = request.model_version
+    if version:
+        version = parse_version(version)
+    try:
+        return _convert(request, version)
+    except TritonError:
+        model_lookup(request.model_name, version)  # raises first for an unknown model
+        raise
+
+
+def _convert(request: pb.ModelInferRequest, version: str) -> InferenceRequest:
+    model_name = request.model_name
+    parameters = _request_parameters(request.parameters) if request.parameters else {}
+    raws = request.raw_input_contents
+    n_raw = len(raws)
+    index = 0
+    inputs: list[InferInput] = []
+    for io in request.inputs:
+        params = _tensor_parameters(io.parameters, io.name) if io.parameters else {}
+        if io.HasField("contents"):
+            if n_raw:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"contents field must not be specified when using raw_input_contents for '{io.name}' "
+                    f"for model '{model_name}'",
+                )
+            data: bytes = _typed_contents(io, model_name)
+        elif index < n_raw:
+            data = raws[index]
+            index += 1
+        else:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unable to find data for input tensor '{io.name}' for model '{model_name}' in request.",
+            )
+        inputs.append(InferInput(io.name, io.datatype, list(io.shape), data, params))
+    outputs: list[RequestedOutput] = []
+    for out in request.outputs:
+        params = _tensor_parameters(out.parameters, out.name) if out.parameters else {}
+        if "classification" in params:
+            cls = out.parameters["classification"]
+            if cls.WhichOneof("parameter_choice") != "int64_param":
+                raise TritonError(
+                    Code.INVALID_ARG, "invalid value type for 'classification' parameter, expected int64_param"
+                )
+            if cls.int64_param <= 0:
+                raise TritonError(
+                    Code.INVALID_ARG, "invalid value for 'classification' parameter, expected >= 0"
+                )
+            params["classification"] = cls.int64_param & 0xFFFFFFFF  # Triton keeps a uint32
+        outputs.append(RequestedOutput(out.name, params))
+    return InferenceRequest(model_name, version, request.id, inputs, outputs, parameters)
+
+
+# -- responses ------------------------------------------------------------------------------
+def to_infer_response(response: InferenceResponse) -> pb.ModelInferResponse:
+    """The ``ModelInferResponse`` of a core response (outputs copied into ``raw_output_contents``).
+
+    The caller releases ``response`` afterwards.
+    """
+    outputs = response.outputs
+    message = ModelInferResponse(
+        model_name=response.model_name,
+        model_version=response.model_version,
+        id=response.id,
+        outputs=[InferOutputTensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in outputs],
+        raw_output_contents=[bytes(t.data) for t in outputs],
+    )
+    if response.parameters:
+        parameters_to_proto(response.parameters, message.parameters)
+    return message
+
+
+def to_stream_response(response: InferenceResponse, request: InferenceRequest) -> pb.ModelStreamInferResponse:
+    """One ``ModelStreamInferResponse`` of a stream: the response, or its error, flagged final or not."""
+    if response.error is not None:
+        message = ModelStreamInferResponse(error_message=response.error.message)
+        infer = message.infer_response
+        infer.id = request.id
+        infer.model_name = request.model_name
+        infer.model_version = request.model_version
+    else:
+        message = ModelStreamInferResponse(infer_response=to_infer_response(response))
+        infer = message.infer_response
+    infer.parameters["triton_final_response"].bool_param = response.final
+    return message
+
+
+def stream_error(message: str, request_id: str) -> pb.ModelStreamInferResponse:
+    """The stream message for a request that could not start (its error and id)."""
+    out = ModelStreamInferResponse(error_message=message)
+    out.infer_response.id = request_id
+    return out
+
+
+# -- metadata -----------------------------------------------------------------------------------
+def model_metadata_to_proto(meta: Mapping[str, Any]) -> pb.ModelMetadataResponse:
+    """``ModelMetadataResponse`` from the core's model metadata dict."""
+    tensor = pb.ModelMetadataResponse.TensorMetadata
+    return pb.ModelMetadataResponse(
+        name=meta["name"],
+        versions=meta.get("versions", []),
+        platform=meta.get("platform", ""),
+        inputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta.get("inputs", [])],
+        outputs=[tensor(name=t["name"], datatype=t["datatype"], shape=t["shape"]) for t in meta.get("outputs", [])],
+    )

@@ -1,0 +1,300 @@
+"""The async servicers: ``inference.GRPCInferenceService`` and ``grpc.health.v1.Health``.
+
+Thin: each RPC translates its message with :mod:`.codec`, calls the
+core's in-process API (:class:`~tritium.core.server.InferenceServer`) and
+answers; a :class:`~tritium.core.errors.TritonError` becomes the gRPC status
+Triton answers it with (:func:`tritium.frontends.base.grpc_status`) and its
+message the status details. Every method runs in the core process, on the
+event loop, one coroutine per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, TypeVar
+
+import grpc
+from google.protobuf import json_format
+
+from ...core.errors import Code, TritonError
+from ...core.request import InferenceRequest
+from ...proto import grpc_service_pb2 as pb
+from ...proto import grpc_service_pb2_grpc as pb_grpc
+from ...proto import health_pb2, health_pb2_grpc
+from ..base import grpc_status
+from .codec import (
+    model_metadata_to_proto,
+    parse_version,
+    stream_error,
+    to_infer_request,
+    to_infer_response,
+    to_stream_response,
+)
+
+log = logging.getLogger("tritium.grpc")
+
+__all__ = ["InferenceServicer", "HealthServicer"]
+
+M = TypeVar("M")
+
+_EMPTY_INFER = pb.ModelInferResponse()
+_END = object()
+
+
+def _fail(context: grpc.aio.ServicerContext, exc: TritonError, empty: M) -> M:
+    """Answer the call with ``exc``'s status and message (the message body is not sent)."""
+    context.set_code(grpc_status(exc.code))
+    context.set_details(exc.message)
+    return empty
+
+
+def _internal(context: grpc.aio.ServicerContext, rpc: str, exc: Exception, empty: M) -> M:
+    log.error("%s failed: %s", rpc, exc, exc_info=exc)
+    return _fail(context, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"), empty)
+
+
+def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> None:
+    """Complete ``mine`` once ``previous`` is complete."""
+    if mine.done():
+        return
+    if previous.done():
+        mine.set_result(None)
+    else:
+        previous.add_done_callback(lambda _: mine.done() or mine.set_result(None))
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    """``inference.GRPCInferenceService`` over one :class:`InferenceServer`.
+
+    :param server: the server whose API the RPCs call.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    # -- health ------------------------------------------------------------------------
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=self.server.live)
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self.server.ready)
+
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
+        try:
+            version = parse_version(request.version)
+        except TritonError as exc:
+            return _fail(context, exc, pb.ModelReadyResponse())
+        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, version))
+
+    # -- metadata, configuration, statistics --------------------------------------------------
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
+        meta = self.server.metadata()
+        return pb.ServerMetadataResponse(
+            name=meta["name"], version=meta["version"], extensions=meta.get("extensions", [])
+        )
+
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
+        try:
+            meta = self.server.model_metadata(request.name, parse_version(request.version))
+        except TritonError as exc:
+            return _fail(context, exc, pb.ModelMetadataResponse())
+        return model_metadata_to_proto(meta)
+
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Any) -> pb.ModelConfigResponse:
+        try:
+            config = self.server.model_config(request.name, parse_version(request.version))
+        except TritonError as exc:
+            return _fail(context, exc, pb.ModelConfigResponse())
+        response = pb.ModelConfigResponse()
+        # Triton converts the config's JSON form the same way and ignores what does not fit.
+        json_format.ParseDict(config, response.config, ignore_unknown_fields=True)
+        return response
+
+    async def ModelStatistics(
+        self, request: pb.ModelStatisticsRequest, context: Any
+    ) -> pb.ModelStatisticsResponse:
+        try:
+            stats = self.server.statistics(request.name, parse_version(request.version))
+        except TritonError as exc:
+            return _fail(context, exc, pb.ModelStatisticsResponse())
+        return json_format.ParseDict(stats, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
+
+    # -- inference ------------------------------------------------------------------------------
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        server = self.server
+        try:
+            response = await server.infer(to_infer_request(request, server.model))
+        except TritonError as exc:
+            return _fail(context, exc, _EMPTY_INFER)
+        except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
+            return _internal(context, "ModelInfer", exc, _EMPTY_INFER)
+        try:
+            return to_infer_response(response)
+        finally:
+            response.release()
+
+    async def ModelStreamInfer(self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
+        """Run every request of the stream as it arrives; write each response as it is ready.
+
+        Responses of a model that is not decoupled go out in request order
+        (as Triton writes them); a decoupled model's responses go out as
+        they come. A request that fails gets an ``error_message`` and the
+        stream stays open.
+        """
+        out: asyncio.Queue[Any] = asyncio.Queue()
+        reader = asyncio.ensure_future(self._read_stream(request_iterator, out))
+        try:
+            while True:
+                item = await out.get()
+                if item is _END:
+                    break
+                await context.write(item)
+            await reader
+        finally:
+            if not reader.done():
+                reader.cancel()
+
+    async def _read_stream(self, request_iterator: AsyncIterator[pb.ModelInferRequest], out: asyncio.Queue[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[None]] = set()
+        turn: asyncio.Future[None] = loop.create_future()
+        turn.set_result(None)
+        try:
+            async for request in request_iterator:
+                mine: asyncio.Future[None] = loop.create_future()
+                task = asyncio.ensure_future(self._stream_one(request, out, turn, mine))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                turn = mine
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            out.put_nowait(_END)
+
+    async def _stream_one(
+        self,
+        request: pb.ModelInferRequest,
+        out: asyncio.Queue[Any],
+        previous: asyncio.Future[None],
+        mine: asyncio.Future[None],
+    ) -> None:
+        """Run one request of a stream; ``previous``/``mine`` pass the turn to write in request order."""
+        server = self.server
+        try:
+            try:
+                core_request = to_infer_request(request, server.model)
+                model = server.model(core_request.model_name, core_request.model_version)
+            except TritonError as exc:
+                messages = [stream_error(exc.message, request.id)]
+            else:
+                if getattr(model, "decoupled", False):
+                    _pass_turn(previous, mine)  # responses go out as they come
+                    async for message in self._stream_responses(core_request, True):
+                        out.put_nowait(message)
+                    return
+                messages = [m async for m in self._stream_responses(core_request, False)]
+            await previous
+            for message in messages:
+                out.put_nowait(message)
+        except Exception as exc:  # a broken response must not end the stream
+            log.error("ModelStreamInfer request failed: %s", exc, exc_info=exc)
+            out.put_nowait(stream_error(f"{type(exc).__name__}: {exc}", request.id))
+        finally:
+            _pass_turn(previous, mine)
+
+    async def _stream_responses(self, request: InferenceRequest, decoupled: bool) -> AsyncIterator[Any]:
+        """The stream messages of one request (its errors included)."""
+        try:
+            async for response in self.server.infer_stream(request):
+                try:
+                    if (
+                        decoupled
+                        and response.final
+                        and response.error is None
+                        and not response.outputs
+                        and not response.parameters
+                        and not request.parameters.get("triton_enable_empty_final_response", False)
+                    ):
+                        continue  # a decoupled model's flags-only final response: not sent unless asked
+                    yield to_stream_response(response, request)
+                finally:
+                    response.release()
+        except TritonError as exc:
+            yield stream_error(exc.message, request.id)
+
+    # -- not implemented yet ------------------------------------------------------------------------
+    @staticmethod
+    def _unsupported(context: Any, rpc: str, extension: str, empty: M) -> M:
+        return _fail(
+            context,
+            TritonError(Code.UNSUPPORTED, f"{rpc}: the {extension} extension is not supported by tritium yet"),
+            empty,
+        )
+
+    async def RepositoryIndex(self, request: Any, context: Any) -> pb.RepositoryIndexResponse:
+        return self._unsupported(context, "RepositoryIndex", "model repository", pb.RepositoryIndexResponse())
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> pb.RepositoryModelLoadResponse:
+        return self._unsupported(context, "RepositoryModelLoad", "model repository", pb.RepositoryModelLoadResponse())
+
+    async def RepositoryModelUnload(self, request: Any, context: Any) -> pb.RepositoryModelUnloadResponse:
+        return self._unsupported(
+            context, "RepositoryModelUnload", "model repository", pb.RepositoryModelUnloadResponse()
+        )
+
+    async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> pb.SystemSharedMemoryStatusResponse:
+        return self._unsupported(
+            context, "SystemSharedMemoryStatus", "system shared memory", pb.SystemSharedMemoryStatusResponse()
+        )
+
+    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> pb.SystemSharedMemoryRegisterResponse:
+        return self._unsupported(
+            context, "SystemSharedMemoryRegister", "system shared memory", pb.SystemSharedMemoryRegisterResponse()
+        )
+
+    async def SystemSharedMemoryUnregister(
+        self, request: Any, context: Any
+    ) -> pb.SystemSharedMemoryUnregisterResponse:
+        return self._unsupported(
+            context, "SystemSharedMemoryUnregister", "system shared memory",
+            pb.SystemSharedMemoryUnregisterResponse(),
+        )
+
+    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> pb.CudaSharedMemoryStatusResponse:
+        return self._unsupported(
+            context, "CudaSharedMemoryStatus", "CUDA shared memory", pb.CudaSharedMemoryStatusResponse()
+        )
+
+    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> pb.CudaSharedMemoryRegisterResponse:
+        return self._unsupported(
+            context, "CudaSharedMemoryRegister", "CUDA shared memory", pb.CudaSharedMemoryRegisterResponse()
+        )
+
+    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> pb.CudaSharedMemoryUnregisterResponse:
+        return self._unsupported(
+            context, "CudaSharedMemoryUnregister", "CUDA shared memory", pb.CudaSharedMemoryUnregisterResponse()
+        )
+
+    async def TraceSetting(self, request: Any, context: Any) -> pb.TraceSettingResponse:
+        return self._unsupported(context, "TraceSetting", "trace", pb.TraceSettingResponse())
+
+    async def LogSettings(self, request: Any, context: Any) -> pb.LogSettingsResponse:
+        return self._unsupported(context, "LogSettings", "logging", pb.LogSettingsResponse())
+
+
+class HealthServicer(health_pb2_grpc.HealthServicer):
+    """``grpc.health.v1.Health/Check``: SERVING while the server is ready, as Triton answers it."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self.server.ready
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        return health_pb2.HealthCheckResponse(status=status)
