@@ -27,7 +27,8 @@ class Duration:
     def add(self, ns: int, count: int = 1) -> None:
         """Add ``count`` events lasting ``ns`` nanoseconds in total."""
         self.count += count
-        self.ns += max(0, int(ns))
+        if ns > 0:
+            self.ns += ns
 
     def to_dict(self) -> dict[str, int]:
         """``{"count": ..., "ns": ...}`` as Triton writes it."""

@@ -67,6 +67,8 @@ class AsyncChannel:
         self._on_close = on_close
         self._decoder = FrameDecoder()
         self._loop = asyncio.get_running_loop()
+        self._buffer = bytearray(_RECV_BYTES)
+        self._view = memoryview(self._buffer)
         self._pending: deque[tuple[bytes, list[int]]] = deque()
         self._writing = False
         self._flush_scheduled = False
@@ -127,25 +129,25 @@ class AsyncChannel:
     def _on_readable(self) -> None:
         while not self.closed:
             try:
-                data, ancdata, _flags, _addr = self._sock.recvmsg(_RECV_BYTES, _ANC_SPACE)
+                nbytes, ancdata, _flags, _addr = self._sock.recvmsg_into([self._buffer], _ANC_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 self._fail(exc)
                 return
             fds = _fds_from_ancdata(ancdata) if ancdata else None
-            if not data:
+            if not nbytes:
                 for fd in fds or ():
                     os.close(fd)
                 self._fail(None)
                 return
             try:
-                for message, frame_fds in self._decoder.feed(data, fds):
+                for message, frame_fds in self._decoder.feed(self._view[:nbytes], fds):
                     self._on_message(message, frame_fds)
             except TritonError as exc:
                 self._fail(exc)
                 return
-            if len(data) < _RECV_BYTES:
+            if nbytes < _RECV_BYTES:
                 return
 
     def _fail(self, exc: BaseException | None) -> None:
@@ -176,6 +178,8 @@ class BlockingChannel:
         self._sock = sock
         self._lock = threading.Lock()
         self._decoder = FrameDecoder()
+        self._buffer = bytearray(_RECV_BYTES)
+        self._view = memoryview(self._buffer)
 
     def send(self, message: list[Any], fds: Sequence[int] = ()) -> None:
         """Send one frame now (from any thread).
@@ -201,15 +205,15 @@ class BlockingChannel:
         """
         while True:
             try:
-                data, ancdata, _flags, _addr = self._sock.recvmsg(_RECV_BYTES, _ANC_SPACE)
+                nbytes, ancdata, _flags, _addr = self._sock.recvmsg_into([self._buffer], _ANC_SPACE)
             except InterruptedError:
                 continue
             except OSError:
                 return
             fds = _fds_from_ancdata(ancdata) if ancdata else None
-            if not data:
+            if not nbytes:
                 return
-            yield from self._decoder.feed(data, fds)
+            yield from self._decoder.feed(self._view[:nbytes], fds)
 
     def close(self) -> None:
         """Close the socket."""

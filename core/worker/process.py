@@ -28,6 +28,8 @@ log = logging.getLogger("tritium.worker")
 __all__ = ["WorkerProcess", "BatchSink", "WorkerExited"]
 
 _worker_ids = itertools.count(1)
+_FINAL = int(ResponseFlag.FINAL)
+_RESPONSE, _EXECUTE_DONE = int(Kind.RESPONSE), int(Kind.EXECUTE_DONE)
 
 
 class WorkerExited(TritonError):
@@ -305,14 +307,14 @@ class WorkerProcess:
     def _on_message(self, message: list[Any], fds: list[int]) -> None:
         kind = message[0]
         try:
-            if kind == Kind.RESPONSE:
+            if kind == _RESPONSE:
                 _, batch_id, index, flags, outputs, error, parameters = message
                 batch = self._batches.get(batch_id)
                 if batch is None:
                     raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
                 err = TritonError.from_wire(error) if error is not None else None
-                batch.on_response(index, outputs, err, parameters, bool(flags & ResponseFlag.FINAL), self)
-            elif kind == Kind.EXECUTE_DONE:
+                batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
+            elif kind == _EXECUTE_DONE:
                 batch = self._batches.pop(message[1], None)
                 if batch is not None:
                     batch.on_done(message[2], None)

@@ -98,30 +98,35 @@ class FrameDecoder:
         self._buf = bytearray()
         self._fds: list[int] = []
 
-    def feed(self, data: bytes, fds: list[int] | None = None) -> Iterator[tuple[list[Any], list[int]]]:
+    def feed(self, data: bytes | memoryview, fds: list[int] | None = None) -> Iterator[tuple[list[Any], list[int]]]:
         """Add received bytes (and fds) and yield each complete ``(message, fds)``.
+
+        Complete frames are decoded straight from ``data``; only a trailing
+        partial frame is copied aside until the rest arrives.
 
         :raises TritonError: INTERNAL for a frame too large, a bad payload, or
             a frame claiming more fds than arrived (the peer is broken).
         """
         if fds:
             self._fds.extend(fds)
-        buf = self._buf
-        buf += data
+        if self._buf:
+            self._buf += data
+            view = memoryview(bytes(self._buf))
+            self._buf.clear()
+        else:
+            view = memoryview(data)
         pos = 0
-        end = len(buf)
+        end = len(view)
         try:
             while end - pos >= HEADER.size:
-                length, nfds = HEADER.unpack_from(buf, pos)
+                length, nfds = HEADER.unpack_from(view, pos)
                 if length > MAX_FRAME_BYTES or nfds > MAX_FDS_PER_FRAME:
                     raise TritonError(Code.INTERNAL, f"malformed frame header (length {length}, fds {nfds})")
                 start = pos + HEADER.size
                 if end - start < length:
                     break
                 try:
-                    message = msgpack.unpackb(
-                        buf[start : start + length], raw=False, strict_map_key=False, use_list=True
-                    )
+                    message = msgpack.unpackb(view[start : start + length], raw=False, strict_map_key=False)
                 except Exception as exc:  # msgpack raises several types
                     raise TritonError(Code.INTERNAL, f"malformed frame payload: {exc}") from exc
                 if not isinstance(message, list) or not message:
@@ -133,7 +138,8 @@ class FrameDecoder:
                 pos = start + length
                 yield message, frame_fds
         finally:
-            del buf[:pos]
+            if pos < end:
+                self._buf += view[pos:end]
 
     def close(self) -> list[int]:
         """Return (for closing) any fds received but not claimed by a frame."""
