@@ -56,34 +56,33 @@ def read_config_file(path: Path) -> mc.ModelConfig:
     return parse_config_text(text, str(path))
 
 
-def _fix_int64(message_desc: Descriptor, value: Any) -> Any:
-    """Rewrite int64 fields (strings in protobuf's JSON) to ints, recursively."""
+def _canonical(message_desc: Descriptor, value: Any) -> Any:
+    """Rebuild protobuf's JSON dict the way Triton prints it: fields in declaration
+    order (protobuf puts set fields before defaulted ones) and 64-bit integers as
+    numbers (protobuf writes them as strings), recursively."""
     if not isinstance(value, dict):
         return value
-    for name, item in value.items():
-        field = message_desc.fields_by_name.get(name)
-        if field is None:
+    out: dict[str, Any] = {}
+    for field in message_desc.fields:
+        if field.name not in value:
             continue
+        item = value[field.name]
         if field.type == FieldDescriptor.TYPE_MESSAGE:
             sub = field.message_type
             if sub.GetOptions().map_entry:
                 val_field = sub.fields_by_name["value"]
                 if val_field.type == FieldDescriptor.TYPE_MESSAGE:
-                    for k in item:
-                        item[k] = _fix_int64(val_field.message_type, item[k])
+                    item = {k: _canonical(val_field.message_type, v) for k, v in item.items()}
                 elif val_field.type in _INT64_TYPES:
-                    for k in item:
-                        item[k] = int(item[k])
+                    item = {k: int(v) for k, v in item.items()}
             elif field.label == FieldDescriptor.LABEL_REPEATED:
-                value[name] = [_fix_int64(sub, x) for x in item]
+                item = [_canonical(sub, x) for x in item]
             else:
-                value[name] = _fix_int64(sub, item)
+                item = _canonical(sub, item)
         elif field.type in _INT64_TYPES:
-            if field.label == FieldDescriptor.LABEL_REPEATED:
-                value[name] = [int(x) for x in item]
-            else:
-                value[name] = int(item)
-    return value
+            item = [int(x) for x in item] if field.label == FieldDescriptor.LABEL_REPEATED else int(item)
+        out[field.name] = item
+    return out
 
 
 def config_to_dict(config: mc.ModelConfig) -> dict[str, Any]:
@@ -93,7 +92,7 @@ def config_to_dict(config: mc.ModelConfig) -> dict[str, Any]:
         including_default_value_fields=True,
         preserving_proto_field_name=True,
     )
-    return _fix_int64(mc.ModelConfig.DESCRIPTOR, data)
+    return _canonical(mc.ModelConfig.DESCRIPTOR, data)
 
 
 def config_from_dict(data: dict[str, Any], what: str = "model configuration") -> mc.ModelConfig:

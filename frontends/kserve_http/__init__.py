@@ -1,1 +1,26 @@
-"""x"""
+"""The HTTP/REST endpoint: KServe v2 (Open Inference Protocol) plus Triton's HTTP extensions.
+
+Enabled as ``[frontends.http]`` in ``plugins.toml``; serves on
+``--http-address``/``--http-port`` in the core process. See :mod:`.app`
+(application and start/stop), :mod:`.routes` (one handler per endpoint) and
+:mod:`.codec` (JSON and binary tensor data, with :mod:`._rapidjson` for the
+JSON text as Triton reads and writes it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...core.hookspecs import hookimpl
+from .app import HTTPFrontend, create_app, frontend_from_options
+
+__all__ = ["HTTPFrontend", "create_app", "tritium_frontend"]
+
+
+@hookimpl
+def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> HTTPFrontend | None:
+    """Create the ``http`` frontend (plugin hook); None for any other name."""
+    del settings
+    if name != "http":
+        return None
+    return frontend_from_options(server)

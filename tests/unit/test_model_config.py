@@ -93,3 +93,33 @@ def test_a_model_name_without_backend_hint_is_refused(tmp_path):
 def test_missing_config_needs_auto_complete(tmp_path):
     assert "auto-complete is disabled" in error_of(None, tmp_path, files=("model.onnx",)).message
     assert prepare(None, tmp_path, auto=True, files=("model.onnx",)).backend == "onnxruntime"
+
+
+def test_json_form_is_byte_identical_to_triton(tmp_path):
+    """Fields in declaration order, every default printed, int64 as numbers (recorded from Triton 2.51)."""
+    import json
+
+    model = tmp_path / "identity_fp32"
+    (model / "1").mkdir(parents=True)
+    config = normalize.prepare(
+        parse_config_text(
+            'name: "identity_fp32"\nbackend: "python"\nmax_batch_size: 8\n'
+            'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+            'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+            "instance_group [ { count: 1 kind: KIND_CPU } ]"
+        ),
+        "identity_fp32", model, False, gpus=(),
+    )
+    triton = (
+        '{"name":"identity_fp32","platform":"","backend":"python","runtime":"","version_policy":{"latest":'
+        '{"num_versions":1}},"max_batch_size":8,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","format":'
+        '"FORMAT_NONE","dims":[16],"is_shape_tensor":false,"allow_ragged_batch":false,"optional":false,'
+        '"is_non_linear_format_io":false}],"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[16],'
+        '"label_filename":"","is_shape_tensor":false,"is_non_linear_format_io":false}],"batch_input":[],'
+        '"batch_output":[],"optimization":{"priority":"PRIORITY_DEFAULT","input_pinned_memory":{"enable":true},'
+        '"output_pinned_memory":{"enable":true},"gather_kernel_buffer_threshold":0,"eager_batching":false},'
+        '"instance_group":[{"name":"identity_fp32_0","kind":"KIND_CPU","count":1,"gpus":[],"secondary_devices":[],'
+        '"profile":[],"passive":false,"host_policy":""}],"default_model_filename":"model.py","cc_model_filenames":{},'
+        '"metric_tags":{},"parameters":{},"model_warmup":[]}'
+    )
+    assert json.dumps(config_to_dict(config), separators=(",", ":")) == triton
