@@ -65,12 +65,18 @@ output [
     label_filename: "labels.txt"
   }}
 ]
+# Two single-threaded instances run two images at once: on a small CPU this keeps
+# every core busy without onnxruntime's intra-op threads waiting on each other.
 instance_group [
   {{
-    count: 1
+    count: 2
     kind: KIND_CPU
   }}
 ]
+parameters {{
+  key: "intra_op_thread_count"
+  value: {{ string_value: "1" }}
+}}
 """
 
 
