@@ -195,7 +195,7 @@ class Model:
         if self.decoupled:
             raise TritonError(
                 Code.UNSUPPORTED,
-                f"ModelInfer RPC doesn't support models with decoupled transaction policy",
+                "ModelInfer RPC doesn't support models with decoupled transaction policy",
             )
         payload = self._prepare(request, stream=False)
         pending: _Pending = payload.context

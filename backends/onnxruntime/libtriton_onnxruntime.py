@@ -224,38 +224,26 @@ def TRITONBACKEND_ModelInitialize(model: Model) -> None:
 
 
 def _check_signature(model: Model, session: Any) -> None:
-    provided = {i.name: i.type for i in session.get_inputs()}
-    for item in model.config.get("input", []):
-        name = item["name"]
-        if name not in provided:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"unable to load model '{model.name}', unexpected inference input '{name}', allowed inputs are: "
-                + ", ".join(sorted(provided)),
-            )
-        expected = _ORT_TO_CONFIG.get(provided[name])
-        if expected != item["data_type"]:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
-                f"input '{name}', expecting {expected}",
-            )
-    outputs = {o.name: o.type for o in session.get_outputs()}
-    for item in model.config.get("output", []):
-        name = item["name"]
-        if name not in outputs:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"unable to load model '{model.name}', unexpected inference output '{name}', allowed outputs are: "
-                + ", ".join(sorted(outputs)),
-            )
-        expected = _ORT_TO_CONFIG.get(outputs[name])
-        if expected != item["data_type"]:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
-                f"output '{name}', expecting {expected}",
-            )
+    """Every configured input and output must exist in the ONNX model, with the same datatype."""
+    for kind, provided in (
+        ("input", {i.name: i.type for i in session.get_inputs()}),
+        ("output", {o.name: o.type for o in session.get_outputs()}),
+    ):
+        for item in model.config.get(kind, []):
+            name = item["name"]
+            if name not in provided:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"unable to load model '{model.name}', unexpected inference {kind} '{name}', "
+                    f"allowed {kind}s are: " + ", ".join(sorted(provided)),
+                )
+            expected = _ORT_TO_CONFIG.get(provided[name])
+            if expected != item["data_type"]:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
+                    f"{kind} '{name}', expecting {expected}",
+                )
 
 
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:

@@ -34,7 +34,7 @@ from ..logging import configure_logging
 from ..memory.arena import Arena, Segment, SegmentTable
 from .channel import BlockingChannel
 from .outputs import OutputWriter
-from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
+from .protocol import PROTOCOL_VERSION, Kind
 
 log = logging.getLogger("tritium.worker")
 

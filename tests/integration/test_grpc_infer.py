@@ -10,7 +10,6 @@ malformed requests). Expected codes and messages are Triton 2.51's, as recorded 
 from __future__ import annotations
 
 import struct
-import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -23,6 +22,7 @@ from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from tests.support.repo import add_model, identity_config
+from tests.support.clients import module_server
 from tests.support.server import ServerProcess
 
 # KServe datatype -> config type, numpy dtype, sample values (extremes, NaN/Inf where they exist)
@@ -111,38 +111,10 @@ def build_repository(root: Path) -> None:
     )
 
 
-def wait_grpc_ready(server: ServerProcess, timeout: float = 120.0) -> None:
-    """Wait until the server answers ServerReady=true over gRPC (the HTTP endpoint may be off)."""
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            assert server.proc is not None
-            if server.proc.poll() is not None:
-                raise RuntimeError(f"tritium-server exited with {server.proc.returncode}:\n{server.log()}")
-            try:
-                if client.is_server_ready():
-                    return
-            except InferenceServerException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"tritium-server not ready after {timeout} s:\n{server.log()}")
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("grpc_infer")
-    repo = root / "models"
-    build_repository(repo)
-    proc = ServerProcess([repo], ["--allow-http=false"], log_path=root / "server.log")
-    proc.start(wait_ready=False)
-    try:
-        wait_grpc_ready(proc)
-        yield proc
-    finally:
-        proc.stop()
+    yield from module_server(root, build_repository, ["--allow-http=false"], grpc_only=True)
 
 
 @pytest.fixture(scope="module")

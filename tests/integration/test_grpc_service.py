@@ -26,9 +26,9 @@ from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.support.repo import add_model, identity_config
+from tests.support.clients import module_server, wait_grpc_ready
 from tests.support.server import ServerProcess
 
-from tests.integration.test_grpc_infer import wait_grpc_ready
 
 EXTENSIONS = ["classification", "model_configuration", "binary_tensor_data", "parameters", "statistics"]
 
@@ -54,15 +54,7 @@ def build_repository(root: Path) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("grpc_service")
-    repo = root / "models"
-    build_repository(repo)
-    proc = ServerProcess([repo], ["--allow-http=false"], log_path=root / "server.log")
-    proc.start(wait_ready=False)
-    try:
-        wait_grpc_ready(proc)
-        yield proc
-    finally:
-        proc.stop()
+    yield from module_server(root, build_repository, ["--allow-http=false"], grpc_only=True)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ plain HTTP and through ``tritonclient.http``. One server for the module.
 
 from __future__ import annotations
 
-import http.client
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -16,6 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.support.repo import add_model, identity_config
+from tests.support.clients import HTTP_ONLY, http_call, module_server
 from tests.support.server import ServerProcess
 
 TWO_VERSIONS = """
@@ -32,20 +33,12 @@ DECOUPLED = "model_transaction_policy { decoupled: true }"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("http_endpoints")
-    repo = root / "models"
-    add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
-    add_model(repo, "two_versions", TWO_VERSIONS, versions=(1, 2))
-    add_model(
-        repo,
-        "decoupled",
-        identity_config("TYPE_FP32", "[ 4 ]", max_batch_size=0, extra=DECOUPLED),
-    )
-    args = ["--allow-grpc=false", "--allow-metrics=false"]
-    proc = ServerProcess([repo], args, log_path=root / "server.log")
-    proc.start()
-    yield proc
-    proc.stop()
+    def build(repo: Path) -> None:
+        add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
+        add_model(repo, "two_versions", TWO_VERSIONS, versions=(1, 2))
+        add_model(repo, "decoupled", identity_config("TYPE_FP32", "[ 4 ]", max_batch_size=0, extra=DECOUPLED))
+
+    yield from module_server(tmp_path_factory.mktemp("http_endpoints"), build, HTTP_ONLY)
 
 
 @pytest.fixture(scope="module")
@@ -55,20 +48,7 @@ def client(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
     triton.close()
 
 
-def call(
-    server: ServerProcess,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
+call = http_call
 
 
 def get_json(server: ServerProcess, path: str) -> tuple[int, Any]:

@@ -7,15 +7,16 @@ a good request to the same model still succeeds. One server for the module.
 
 from __future__ import annotations
 
-import http.client
 import json
 import struct
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import pytest
 
 from tests.support.repo import add_model, identity_config
+from tests.support.clients import HTTP_ONLY, http_call, module_server
 from tests.support.server import ServerProcess
 
 SIXTEEN = [float(i) for i in range(16)]
@@ -37,32 +38,15 @@ SHAPE_MISMATCH = "Unable to parse 'data': Shape does not match true shape of 'da
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("http_errors")
-    repo = root / "models"
-    add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
-    add_model(repo, "identity_nobatch", identity_config("TYPE_INT32", "[ 2, 3 ]", max_batch_size=0))
-    add_model(repo, "identity_bytes", identity_config("TYPE_STRING", "[ -1 ]", max_batch_size=0))
-    args = ["--allow-grpc=false", "--allow-metrics=false"]
-    proc = ServerProcess([repo], args, log_path=root / "server.log")
-    proc.start()
-    yield proc
-    proc.stop()
+    def build(repo: Path) -> None:
+        add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
+        add_model(repo, "identity_nobatch", identity_config("TYPE_INT32", "[ 2, 3 ]", max_batch_size=0))
+        add_model(repo, "identity_bytes", identity_config("TYPE_STRING", "[ -1 ]", max_batch_size=0))
+
+    yield from module_server(tmp_path_factory.mktemp("http_errors"), build, HTTP_ONLY)
 
 
-def call(
-    server: ServerProcess,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
+call = http_call
 
 
 def as_json(obj: Any) -> bytes:

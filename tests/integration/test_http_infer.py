@@ -16,6 +16,7 @@ import socket
 import struct
 import time
 import zlib
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -23,6 +24,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.support.repo import add_model, identity_config
+from tests.support.clients import HTTP_ONLY, http_call, module_server
 from tests.support.server import ServerProcess
 
 TYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -58,15 +60,11 @@ def _all_types_config() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("http_infer")
-    repo = root / "models"
-    add_model(repo, "all_types", _all_types_config())
-    add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
-    args = ["--allow-grpc=false", "--allow-metrics=false"]
-    proc = ServerProcess([repo], args, log_path=root / "server.log")
-    proc.start()
-    yield proc
-    proc.stop()
+    def build(repo: Path) -> None:
+        add_model(repo, "all_types", _all_types_config())
+        add_model(repo, "identity_fp32", identity_config("TYPE_FP32", "[ 16 ]", max_batch_size=8))
+
+    yield from module_server(tmp_path_factory.mktemp("http_infer"), build, HTTP_ONLY)
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +77,7 @@ def client(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
 def call(
     server: ServerProcess, path: str, body: bytes, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
-    try:
-        conn.request("POST", path, body=body, headers=headers or {})
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
+    return http_call(server, "POST", path, body, headers)
 
 
 def infer_json(

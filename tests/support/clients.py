@@ -1,0 +1,74 @@
+"""Client-side helpers shared by the black-box suites: raw HTTP calls, gRPC readiness, module servers."""
+
+from __future__ import annotations
+
+import http.client
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from tests.support.server import ServerProcess
+
+__all__ = ["http_call", "wait_grpc_ready", "module_server", "HTTP_ONLY"]
+
+#: flags for a server that only needs its HTTP endpoint
+HTTP_ONLY = ("--allow-grpc=false", "--allow-metrics=false")
+
+
+def http_call(
+    server: ServerProcess,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One plain HTTP request; returns status, headers (lower-case names) and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_grpc_ready(server: ServerProcess, timeout: float = 120.0) -> None:
+    """Wait until the server answers ServerReady=true over gRPC (the HTTP endpoint may be off)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            assert server.proc is not None
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"tritium-server exited with {server.proc.returncode}:\n{server.log()}")
+            try:
+                if client.is_server_ready():
+                    return
+            except InferenceServerException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"tritium-server not ready after {timeout} s:\n{server.log()}")
+    finally:
+        client.close()
+
+
+def module_server(
+    root: Path, build: Callable[[Path], None], args: Sequence[str], grpc_only: bool = False
+) -> Iterator[ServerProcess]:
+    """Build a repository under ``root`` with ``build``, run a server on it, stop it afterwards.
+
+    ``grpc_only``: the HTTP endpoint is off, so readiness is waited for over gRPC.
+    """
+    repo = root / "models"
+    build(repo)
+    proc = ServerProcess([repo], list(args), log_path=root / "server.log")
+    proc.start(wait_ready=not grpc_only)
+    try:
+        if grpc_only:
+            wait_grpc_ready(proc)
+        yield proc
+    finally:
+        proc.stop()
