@@ -295,7 +295,7 @@ def prepare(
     auto_complete: bool,
     gpus: Sequence[int],
 ) -> mc.ModelConfig:
-    """Fill defaults and validate a config before the backend's auto-complete.
+    """Fill defaults and validate a config before the backend's auto-complete (instance groups excepted).
 
     :param config: the parsed ``config.pbtxt``; None when the file is absent
         (allowed only with auto-complete).
@@ -327,6 +327,14 @@ def prepare(
             f"unexpected directory name '{model_name}' for model '{config.name}', "
             "directory name must equal model name",
         )
+    return config
+
+
+def instance_groups(config: mc.ModelConfig, gpus: Sequence[int]) -> mc.ModelConfig:
+    """Fill in and check the instance groups (Triton does this when it creates the model's backend).
+
+    :raises TritonError: INVALID_ARG with Triton's message (e.g. KIND_GPU without GPUs).
+    """
     _normalize_instance_groups(config, gpus)
     _validate_instance_groups(config, gpus)
     return config

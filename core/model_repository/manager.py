@@ -148,6 +148,7 @@ class ModelRepositoryManager:
             return config_to_dict(checked)
 
         try:
+            config = normalize.instance_groups(config, gpus)
             if config.platform == normalize.ENSEMBLE:
                 raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
             if config.HasField("sequence_batching"):

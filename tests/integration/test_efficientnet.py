@@ -6,6 +6,7 @@ temporary folder once per session.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,64 @@ def test_batch_of_two_images_and_the_example_client(built, server):
         assert "(967) = espresso" in result.stdout
         assert "(285) = Egyptian cat" in result.stdout
         assert "batch size 2" in result.stdout
+
+
+def test_onnx_auto_complete_and_its_errors(built, tmp_path, start_server):
+    repo_src, _ = built
+    onnx_file = repo_src / MODEL / "1" / "model.onnx"
+    repo = tmp_path / "repo"
+    for name in ("auto", "wrong_dtype", "bad_threads"):
+        (repo / name / "1").mkdir(parents=True)
+        os.link(onnx_file, repo / name / "1" / "model.onnx")  # a hard link: symlinks out of the repository are refused
+    io = (
+        'input [ { name: "input" data_type: TYPE_FP64 dims: [ 3, 224, 224 ] } ]\n'
+        'output [ { name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n'
+    )
+    (repo / "wrong_dtype" / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + io)
+    (repo / "bad_threads" / "config.pbtxt").write_text(
+        'backend: "onnxruntime"\nmax_batch_size: 8\n' + io.replace("TYPE_FP64", "TYPE_FP32")
+        + 'parameters { key: "intra_op_thread_count" value: { string_value: "two" } }\n'
+    )
+    server = start_server([repo], ["--exit-on-error=false"])
+    client = httpclient.InferenceServerClient(server.http_url)
+    config = client.get_model_config("auto")  # no config.pbtxt at all: completed from the model
+    assert (config["platform"], config["backend"], config["max_batch_size"]) == ("onnxruntime_onnx", "onnxruntime", 4)
+    assert config["input"][0]["name"] == "input" and config["input"][0]["dims"] == [3, 224, 224]
+    assert config["output"][0]["data_type"] == "TYPE_FP32" and config["output"][0]["dims"] == [1000]
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4]
+    assert [(g["name"], g["count"], g["kind"]) for g in config["instance_group"]] == [("auto", 2, "KIND_CPU")]
+    log = server.log()
+    assert (
+        "failed to load 'wrong_dtype' version 1: Invalid argument: unable to load model 'wrong_dtype', "
+        "unexpected datatype TYPE_FP64 for inference input 'input', expecting TYPE_FP32"
+    ) in log
+    assert "failed to convert 'intra_op_thread_count' of model 'bad_threads' to an integer: 'two'" in log
+    x = np.zeros((1, 3, 224, 224), np.float32)
+    inp = httpclient.InferInput("input", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x, binary_data=True)
+    assert client.infer("auto", [inp]).as_numpy("logits").shape == (1, 1000)
+
+
+def test_without_auto_complete_a_model_needs_its_config(built, tmp_path):
+    repo_src, _ = built
+    repo = tmp_path / "repo"
+    (repo / "auto" / "1").mkdir(parents=True)
+    os.link(repo_src / MODEL / "1" / "model.onnx", repo / "auto" / "1" / "model.onnx")
+    server = ServerProcess([repo], ["--disable-auto-complete-config"], log_path=tmp_path / "s.log")
+    server.start(wait_ready=False)
+    assert server.wait_exit(120) == 1
+    assert "config.pbtxt is missing and auto-complete is disabled" in server.log()
+    server.stop()
+
+
+def test_gpu_instances_fail_cleanly_without_a_gpu(built, tmp_path, start_server):
+    repo_src, _ = built
+    repo = tmp_path / "repo"
+    (repo / "gpu" / "1").mkdir(parents=True)
+    os.link(repo_src / MODEL / "1" / "model.onnx", repo / "gpu" / "1" / "model.onnx")
+    (repo / "gpu" / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\ninstance_group [ { kind: KIND_GPU } ]\n')
+    server = start_server([repo], ["--exit-on-error=false"])
+    assert (
+        "failed to load 'gpu' version 1: Invalid argument: instance group gpu_0 of model gpu has kind KIND_GPU "
+        "but no GPUs are available"
+    ) in server.log()

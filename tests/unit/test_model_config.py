@@ -21,7 +21,7 @@ def prepare(text: str, tmp_path: Path, name: str = "m", auto: bool = False, file
     for f in files:
         (tmp_path / "1" / f).write_text("x")
     config = parse_config_text(text) if text is not None else None
-    return normalize.prepare(config, name, tmp_path, auto, gpus=())
+    return normalize.instance_groups(normalize.prepare(config, name, tmp_path, auto, gpus=()), gpus=())
 
 
 def error_of(text: str, tmp_path: Path, **kw) -> TritonError:
@@ -110,6 +110,7 @@ def test_json_form_is_byte_identical_to_triton(tmp_path):
         ),
         "identity_fp32", model, False, gpus=(),
     )
+    config = normalize.instance_groups(config, gpus=())
     triton = (
         '{"name":"identity_fp32","platform":"","backend":"python","runtime":"","version_policy":{"latest":'
         '{"num_versions":1}},"max_batch_size":8,"input":[{"name":"INPUT0","data_type":"TYPE_FP32","format":'
