@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS")
     p.add_argument(
+        "--max-request-bytes", type=int, default=1 << 31, metavar="BYTES",
+        help="tritium: the largest request body accepted over HTTP and gRPC (default 2 GiB)",
+    )
+    p.add_argument(
         "--arena-dir", metavar="PATH",
         help="tritium: place shared-memory arena segments in this folder (file-backed) instead of memory",
     )
@@ -183,6 +187,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         exit_timeout_s=float(args.exit_timeout_secs),
         model_load_threads=args.model_load_thread_count,
         arena_dir=args.arena_dir,
+        max_request_bytes=args.max_request_bytes,
         http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,

@@ -1,0 +1,90 @@
+"""Request sizes are bounded on both transports; the error names the limit (``--max-request-bytes``)."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from tests.support.clients import http_call, module_server
+from tests.support.repo import add_model, identity_config
+from tests.support.server import ServerProcess
+
+LIMIT = 4096
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    def build(repo: Path) -> None:
+        add_model(repo, "echo", identity_config("TYPE_UINT8", "[ -1 ]", max_batch_size=0))
+
+    yield from module_server(tmp_path_factory.mktemp("limits"), build, [f"--max-request-bytes={LIMIT}"])
+
+
+def request(count: int) -> bytes:
+    tensor = {"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [1] * count}
+    return json.dumps({"inputs": [tensor]}).encode()
+
+
+def post(server: ServerProcess, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    status, _headers, reply = http_call(server, "POST", "/v2/models/echo/infer", body, headers)
+    return status, json.loads(reply)
+
+
+def test_http_body_within_the_limit(server: ServerProcess) -> None:
+    body = request(1000)
+    assert len(body) <= LIMIT
+    status, reply = post(server, body)
+    assert status == 200 and reply["outputs"][0]["data"] == [1] * 1000
+
+
+def test_http_body_over_the_limit(server: ServerProcess) -> None:
+    body = request(2000)
+    assert post(server, body) == (
+        400, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+    )
+    assert post(server, request(10))[0] == 200
+
+
+def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
+    body = request(2000)
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    try:
+        conn.request("POST", "/v2/models/echo/infer", body=iter([body]), encode_chunked=True)
+        resp = conn.getresponse()
+        assert (resp.status, json.loads(resp.read())) == (
+            400, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
+        )
+    finally:
+        conn.close()
+
+
+def test_http_compressed_body_over_the_limit_once_decompressed(server: ServerProcess) -> None:
+    body = gzip.compress(request(3000))
+    assert len(body) <= LIMIT
+    assert post(server, body, {"Content-Encoding": "gzip"}) == (
+        400, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
+    )
+
+
+def test_grpc_message_over_the_limit(server: ServerProcess) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    small = grpcclient.InferInput("INPUT0", [100], "UINT8")
+    small.set_data_from_numpy(np.ones(100, np.uint8))
+    assert client.infer("echo", [small]).as_numpy("OUTPUT0").tolist() == [1] * 100
+    big = grpcclient.InferInput("INPUT0", [LIMIT * 2], "UINT8")
+    big.set_data_from_numpy(np.ones(LIMIT * 2, np.uint8))
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("echo", [big])
+    assert info.value.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    # the limit is named by grpc itself: "Received message larger than max (<size> vs. <limit>)"
+    assert info.value.message().startswith("SERVER: Received message larger than max (")
+    assert info.value.message().endswith(f" vs. {LIMIT})")
+    assert client.infer("echo", [small]).as_numpy("OUTPUT0").tolist() == [1] * 100
