@@ -124,3 +124,19 @@ def test_json_form_is_byte_identical_to_triton(tmp_path):
         '"metric_tags":{},"parameters":{},"model_warmup":[]}'
     )
     assert json.dumps(config_to_dict(config), separators=(",", ":")) == triton
+
+
+def test_version_policies_choose_among_the_version_folders(tmp_path):
+    from tritium.core.model_repository.repository import ModelSource, versions_to_load
+
+    for folder in ("1", "2", "3", "07", "x", "10"):
+        (tmp_path / folder).mkdir()
+    source = ModelSource("m", tmp_path, tmp_path.parent)
+
+    def chosen(policy: str) -> list[int]:
+        return versions_to_load(source, parse_config_text(f"version_policy {{ {policy} }}"))
+
+    assert chosen("latest { num_versions: 2 }") == [3, 10]
+    assert chosen("all { }") == [1, 2, 3, 10]
+    assert chosen("specific { versions: [ 2, 5 ] }") == [2]  # 5 has no folder: logged and skipped
+    assert versions_to_load(source, parse_config_text("")) == [10]
