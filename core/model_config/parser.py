@@ -87,11 +87,14 @@ def _canonical(message_desc: Descriptor, value: Any) -> Any:
 
 def config_to_dict(config: mc.ModelConfig) -> dict[str, Any]:
     """The JSON form of ``config`` (as Triton's model configuration extension returns it)."""
-    data = json_format.MessageToDict(
-        config,
-        including_default_value_fields=True,
-        preserving_proto_field_name=True,
-    )
+    try:  # protobuf >= 5.26 renamed the option
+        data = json_format.MessageToDict(
+            config, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
+        )
+    except TypeError:
+        data = json_format.MessageToDict(
+            config, including_default_value_fields=True, preserving_proto_field_name=True
+        )
     return _canonical(mc.ModelConfig.DESCRIPTOR, data)
 
 

@@ -170,6 +170,11 @@ class ModelRepositoryManager:
             status.reason = f"{exc.code.text}: {exc.message}"
             log.error("failed to load '%s' version %d: %s", entry.name, version, status.reason)
             return
+        except Exception as exc:  # a bug must fail this model, not the server
+            status.state = ModelState.UNAVAILABLE
+            status.reason = f"Internal: {type(exc).__name__}: {exc}"
+            log.exception("failed to load '%s' version %d: %s", entry.name, version, status.reason)
+            return
         if "dynamic_batching" in model.config:
             log.warning(
                 "model '%s': dynamic_batching is configured; this release schedules requests one at a time",
