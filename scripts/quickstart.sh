@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TRITIUM_VENV:-.venv}
 PY=${PYTHON:-python3}
+HTTP_PORT=${TRITIUM_HTTP_PORT:-8000}
+GRPC_PORT=${TRITIUM_GRPC_PORT:-8001}
+METRICS_PORT=${TRITIUM_METRICS_PORT:-8002}
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV"
@@ -23,15 +26,17 @@ mkdir -p build
 LOG=build/quickstart-server.log
 echo "== starting tritium-server (log: $LOG)"
 "$VENV/bin/tritium-server" --model-repository=examples/model_repository \
+  --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" --metrics-port="$METRICS_PORT" \
   --http-address=127.0.0.1 --grpc-address=127.0.0.1 --metrics-address=127.0.0.1 >"$LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill -TERM $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null || true' EXIT
 
 ready() {
-  "$VENV/bin/python" - <<'PYEOF'
-import sys, urllib.request
+  HTTP_PORT=$HTTP_PORT "$VENV/bin/python" - <<'PYEOF'
+import os, sys, urllib.request
 try:
-    sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:8000/v2/health/ready", timeout=1).status == 200 else 1)
+    url = f"http://127.0.0.1:{os.environ['HTTP_PORT']}/v2/health/ready"
+    sys.exit(0 if urllib.request.urlopen(url, timeout=1).status == 200 else 1)
 except Exception:
     sys.exit(1)
 PYEOF
@@ -45,7 +50,7 @@ ready || { echo "server not ready:"; cat "$LOG"; exit 1; }
 
 echo "== classifying examples/images/coffee.jpg over HTTP"
 "$VENV/bin/python" examples/image_client.py -m efficientnet_lite0_onnx -c 3 -s INCEPTION -i http \
-  -u 127.0.0.1:8000 examples/images/coffee.jpg
+  -u "127.0.0.1:$HTTP_PORT" examples/images/coffee.jpg
 echo "== classifying examples/images/coffee.jpg over gRPC"
 "$VENV/bin/python" examples/image_client.py -m efficientnet_lite0_onnx -c 3 -s INCEPTION -i grpc \
-  -u 127.0.0.1:8001 examples/images/coffee.jpg
+  -u "127.0.0.1:$GRPC_PORT" examples/images/coffee.jpg

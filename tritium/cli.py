@@ -97,6 +97,15 @@ def _backend_config(text: str) -> tuple[str, str, str]:
     return backend, key, value
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show a flag's default, except when it has none worth printing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, [], False) or action.help is argparse.SUPPRESS:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
 class _NotYet(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         kwargs["nargs"] = "?"
@@ -112,35 +121,52 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tritium-server",
         description="tritium: a Triton-compatible inference server. Flags follow tritonserver's.",
         allow_abbrev=False,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"tritium {__version__}")
     p.add_argument(
         "--model-repository", "--model-store", dest="model_repository", action="append", default=[],
         metavar="PATH", help="model repository folder (repeatable)",
     )
-    p.add_argument("--backend-directory", metavar="PATH", help="global backend directory")
+    p.add_argument(
+        "--backend-directory", metavar="PATH",
+        help="global backend directory (default: the backends/ folder of this installation)",
+    )
     p.add_argument(
         "--backend-config", action="append", type=_backend_config, default=[],
         metavar="<backend>,<setting>=<value>", help="a setting given to a backend (repeatable)",
     )
-    p.add_argument("--disable-auto-complete-config", action="store_true", help="backends do not complete configs")
+    p.add_argument(
+        "--disable-auto-complete-config", action="store_true",
+        help="backends do not complete model configs (a model then needs a full config.pbtxt)",
+    )
     p.add_argument("--strict-model-config", type=_bool, metavar="BOOL", help="true = --disable-auto-complete-config")
-    p.add_argument("--strict-readiness", type=_bool, default=True, metavar="BOOL")
-    p.add_argument("--exit-on-error", type=_bool, default=True, metavar="BOOL")
-    p.add_argument("--exit-timeout-secs", type=int, default=30, metavar="SECONDS")
+    p.add_argument(
+        "--strict-readiness", type=_bool, default=True, metavar="BOOL",
+        help="ready only while every loaded model is ready",
+    )
+    p.add_argument(
+        "--exit-on-error", type=_bool, default=True, metavar="BOOL",
+        help="exit when a model fails to load at start-up",
+    )
+    p.add_argument(
+        "--exit-timeout-secs", type=int, default=30, metavar="SECONDS",
+        help="how long shutdown waits for in-flight requests",
+    )
     p.add_argument(
         "--model-control-mode", choices=["none", "poll", "explicit"], default="none",
         help="only 'none' is supported in this release",
     )
-    p.add_argument("--model-load-thread-count", type=int, default=4, metavar="N")
-    p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL")
-    p.add_argument("--log-info", type=_bool, default=True, metavar="BOOL")
-    p.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL")
-    p.add_argument("--log-error", type=_bool, default=True, metavar="BOOL")
-    for proto, port in (("http", 8000), ("grpc", 8001), ("metrics", 8002)):
-        p.add_argument(f"--allow-{proto}", type=_bool, default=True, metavar="BOOL")
-        p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT")
-        p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS")
+    p.add_argument("--model-load-thread-count", type=int, default=4, metavar="N", help="models loaded at once")
+    p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL", help="> 0 logs verbose (debug) lines")
+    p.add_argument("--log-info", type=_bool, default=True, metavar="BOOL", help="log information lines")
+    p.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL", help="log warnings")
+    p.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
+    for proto, port, what in (("http", 8000, "the HTTP/REST endpoint"), ("grpc", 8001, "the gRPC endpoint"),
+                              ("metrics", 8002, "the Prometheus metrics endpoint")):
+        p.add_argument(f"--allow-{proto}", type=_bool, default=True, metavar="BOOL", help=f"serve {what}")
+        p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT", help=f"port of {what}")
+        p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
         "--max-request-bytes", type=int, default=1 << 31, metavar="BYTES",
         help="tritium: the largest request body accepted over HTTP and gRPC (default 2 GiB)",

@@ -312,6 +312,25 @@ async def method_not_allowed(request: web.Request) -> web.Response:
     return _json(b'{"error":"Method Not Allowed"}', 405)
 
 
+# Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
+_NOT_YET = (
+    ("/v2/repository/{tail:.*}", "model repository"),
+    ("/v2/models/{model:[^/]+}/trace/setting", "trace"),
+    ("/v2/trace/setting", "trace"),
+    ("/v2/logging", "logging"),
+    ("/v2/systemsharedmemory{tail:.*}", "system shared memory"),
+    ("/v2/cudasharedmemory{tail:.*}", "CUDA shared memory"),
+)
+
+
+def _not_yet(extension: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        del request
+        return _error(TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet"))
+
+    return handler
+
+
 _MODEL = "/v2/models/{model:[^/]+}"
 _VERSION = _MODEL + "/versions/{version:[0-9]+}"
 
@@ -334,4 +353,6 @@ def add_routes(app: web.Application) -> None:
     add("/v2", hdrs.METH_GET, server_metadata)
     add("/v2/health/live", hdrs.METH_GET, health_live)
     add("/v2/health/ready", hdrs.METH_GET, health_ready)
+    for path, extension in _NOT_YET:
+        app.router.add_route(hdrs.METH_ANY, path, _not_yet(extension))
     app.router.add_route(hdrs.METH_ANY, "/{tail:.*}", not_found)

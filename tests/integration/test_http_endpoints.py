@@ -264,3 +264,20 @@ def test_errors_through_tritonclient(client: httpclient.InferenceServerClient) -
     with pytest.raises(InferenceServerException, match=shape) as info:
         client.infer("identity_fp32", [inp])
     assert info.value.status() == "400"
+
+
+@pytest.mark.parametrize(
+    "method, path, extension",
+    [
+        ("POST", "/v2/repository/index", "model repository"),
+        ("POST", "/v2/repository/models/identity_fp32/load", "model repository"),
+        ("GET", "/v2/systemsharedmemory/status", "system shared memory"),
+        ("POST", "/v2/cudasharedmemory/region/r/unregister", "CUDA shared memory"),
+        ("GET", "/v2/trace/setting", "trace"),
+        ("GET", "/v2/logging", "logging"),
+    ],
+)
+def test_extensions_not_built_yet_say_so(server: ServerProcess, method: str, path: str, extension: str) -> None:
+    status, headers, body = call(server, method, path, b"{}" if method == "POST" else None)
+    assert status == 501
+    assert json.loads(body) == {"error": f"the {extension} extension is not supported by tritium yet"}
