@@ -243,7 +243,7 @@ class Model:
                     if release >= 0:
                         releases.append([seg_id, release])
                     data = self.pool.segments.resolve(seg_id, offset, nbytes)
-                    tensors.append(OutputTensor(name, datatype, list(shape), data))
+                    tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
                     tensors = [self._classify(t, pending.classification) for t in tensors]
             except TritonError as exc:

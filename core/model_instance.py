@@ -46,6 +46,7 @@ class InstanceOptions:
     restart_backoff_s: float = 0.5
     restart_backoff_max_s: float = 30.0
     shutdown_timeout_s: float = 30.0
+    bls: Any = None  # the core's BLS router (tritium.core.bls.BlsRouter), set by the server
 
 
 class ModelInstance:
@@ -105,7 +106,12 @@ class ModelInstance:
         :raises TritonError: why the worker or the backend failed.
         """
         worker = WorkerProcess(
-            self.name, self._pool, self._worker_exited, self._options.python, self._options.log_verbose
+            self.name,
+            self._pool,
+            self._worker_exited,
+            self._options.python,
+            self._options.log_verbose,
+            self._options.bls,
         )
         self.worker = worker
         await worker.start(self._options.init_timeout_s)

@@ -36,6 +36,8 @@ class OutputTensor:
     shape: list[int]
     data: memoryview | bytes
     parameters: dict[str, Any] = field(default_factory=dict)
+    #: ``(segment id, offset, nbytes)`` when ``data`` lies in a shared-memory segment
+    location: tuple[int, int, int] | None = None
 
     def as_numpy(self) -> np.ndarray:
         """The output as a numpy array (a view for fixed-size types; copy it to keep it past release)."""

@@ -17,6 +17,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from .. import __version__
+from .bls import BlsRouter
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .memory.pool import TensorPool
@@ -46,6 +47,7 @@ class InferenceServer:
         self.options = options
         self.pool = TensorPool(directory=options.arena_dir)
         self.repository = ModelRepositoryManager(options, self.pool)
+        self.repository.instance_options.bls = BlsRouter(self)
         self.plugins = plugins if plugins is not None else load_plugin_settings()
         self.frontends: list[Frontend] = []
         self._started = False

@@ -65,6 +65,18 @@ class TensorPool:
             peer.drop_segment(segment.id)
         self.segments.remove(segment.id, close=False)
 
+    def remove_segment(self, segment_id: int) -> None:
+        """A worker dropped one of its segments: forget it, and tell the peers it was forwarded to."""
+        for peer in self._holders.pop(segment_id, set()):
+            peer.drop_segment(segment_id)
+        self.segments.remove(segment_id)
+
+    def remove_owner(self, owner_id: int) -> None:
+        """A worker exited: forget its segments everywhere."""
+        for segment in list(self.segments):
+            if segment.id >> 24 == owner_id:
+                self.remove_segment(segment.id)
+
     @property
     def reserved_bytes(self) -> int:
         """Bytes in the core's arena segments."""

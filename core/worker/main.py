@@ -1,17 +1,20 @@
 """The worker program: hosts one model instance and runs its backend.
 
 Started by the core as ``python -m tritium.core.worker --fd N --worker-id K``
-with one end of a Unix socketpair inherited as fd ``N``. Two threads:
+with one end of a Unix socketpair inherited as fd ``N``.
 
-* the *reader* thread receives every frame; it answers PING at once (so a
-  long execution does not look like a hang), maps SEGMENT frames, frees
-  RELEASEd output blocks, and queues everything else;
-* the *main* thread runs INIT_MODEL, INIT_INSTANCE, EXECUTE and SHUTDOWN in
-  order, calling the backend's ``TRITONBACKEND_*`` functions.
+It starts *inline*: the main thread receives a frame, handles it (INIT_MODEL,
+INIT_INSTANCE, EXECUTE, SHUTDOWN call the backend's ``TRITONBACKEND_*``
+functions), then receives the next — the fastest path for a request. It
+switches to *threaded* receiving for good when the model needs frames to
+arrive while it executes (a decoupled model, a backend that declares
+``TRITONBACKEND_THREADED = True``, or the first BLS request): a reader thread
+then receives every frame, answers PINGs, maps segments, routes BLS
+responses, and queues the rest for the main thread.
 
-When the core closes the socket (or dies), the reader thread ends the
-process at once. Errors never kill the worker: they go back as REPLY or
-RESPONSE frames with ``[code, message]``.
+When the core closes the socket (or dies) the worker exits; Linux also kills
+it if the core dies mid-execution. Errors never kill the worker: they go back
+as REPLY or RESPONSE frames with ``[code, message]``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..backend.loader import find_backend_library, load_backend_module
 from ..errors import Code, TritonError
 from ..logging import configure_logging
 from ..memory.arena import Arena, Segment, SegmentTable
+from . import bls
 from .channel import BlockingChannel
 from .outputs import OutputWriter
 from .protocol import PROTOCOL_VERSION, Kind
@@ -62,6 +66,11 @@ class Worker:
         self.instance: ModelInstance | None = None
         self.decoupled = False
         self.writer: OutputWriter | None = None
+        self.bls = bls.BlsClient(self)
+        bls._client = self.bls
+        self._frames: Any = None
+        self._threaded = False
+        self._threaded_lock = threading.Lock()
 
     # -- segments ---------------------------------------------------------
     def _announce_segment(self, segment: Segment) -> None:
@@ -71,6 +80,18 @@ class Worker:
     def _drop_segment(self, segment: Segment) -> None:
         self.segments.remove(segment.id, close=False)
         self.channel.send([Kind.DROP_SEGMENT, segment.id])
+
+    def allocate(self, nbytes: int) -> Any:
+        """A block of this worker's output arena (any thread)."""
+        with self.arena_lock:
+            return self.arena.allocate(nbytes)
+
+    def free_blocks(self, blocks: Any) -> None:
+        """Give blocks back to this worker's arena (any thread)."""
+        if blocks:
+            with self.arena_lock:
+                for block in blocks:
+                    self.arena.free_block(block)
 
     # -- receiving ---------------------------------------------------------
     def _handle_control(self, message: list[Any], fds: list[int]) -> bool:
@@ -88,28 +109,26 @@ class Worker:
             with self.arena_lock:
                 for seg_id, offset in message[1]:
                     self.arena.free(seg_id, offset)
+        elif kind == Kind.INFER_RESPONSE:
+            self.bls.on_response(message)
         else:
             for fd in fds:
                 os.close(fd)
             return False
         return True
 
-    def serve(self, threaded: bool) -> None:
-        """Receive frames until SHUTDOWN or until the core goes away, then end the process.
-
-        ``threaded``: a reader thread receives and queues work for the main
-        thread (PINGs are answered even during a long execution). Otherwise
-        the main thread receives and executes in turn (one thread hand-off
-        less per request; the core does not expect PONGs while a batch runs).
-        """
+    def serve(self, threaded: bool = False) -> None:
+        """Receive and handle frames until SHUTDOWN or until the core goes away (see the module docstring)."""
+        self._frames = self.channel.receive()
         if threaded:
-            reader = threading.Thread(target=self._read_and_queue, name="tritium-reader", daemon=True)
-            reader.start()
-            self.run()
-            return
+            self.enable_threaded()
         handlers = self._handlers()
         try:
-            for message, fds in self.channel.receive():
+            while not self._threaded:
+                try:
+                    message, fds = next(self._frames)
+                except StopIteration:
+                    return
                 if self._handle_control(message, fds):
                     continue
                 handler = handlers.get(message[0])
@@ -119,14 +138,26 @@ class Worker:
                     return
         except Exception as exc:  # a broken frame from the core: nothing sane to do but exit
             log.error("worker %d: control channel failed: %s", self.worker_id, exc)
+            return
+        self.run()
+
+    def enable_threaded(self) -> None:
+        """Switch to threaded receiving for good (idempotent; any thread)."""
+        with self._threaded_lock:
+            if self._threaded:
+                return
+            self._threaded = True
+        reader = threading.Thread(target=self._read_and_queue, name="tritium-reader", daemon=True)
+        reader.start()
 
     def _read_and_queue(self) -> None:
         try:
-            for message, fds in self.channel.receive():
+            for message, fds in self._frames:
                 if not self._handle_control(message, fds):
                     self.inbox.put(message)
         except Exception as exc:
             log.error("worker %d: control channel failed: %s", self.worker_id, exc)
+        self.bls.fail_all(TritonError(Code.UNAVAILABLE, "the server is shutting down"))
         os._exit(0)
 
     # -- main thread ------------------------------------------------------
@@ -204,6 +235,8 @@ class Worker:
                 settings["name"], settings.get("kind", "KIND_CPU"), int(settings.get("device_id", 0)), self.model
             )
             self.writer = OutputWriter(self, self.model.config)
+            if self.decoupled or getattr(self.module, "TRITONBACKEND_THREADED", False):
+                self.enable_threaded()  # responses and BLS replies may flow while execute runs
             self._call_entry("TRITONBACKEND_ModelInstanceInitialize", self.instance)
         except BaseException as exc:
             self._reply(call_id, _error_of(exc, "model instance initialization"))
@@ -311,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    worker.serve(threaded=os.environ.get("TRITIUM_WORKER_THREADED", "0") == "1")
+    worker.serve(threaded=os.environ.get("TRITIUM_WORKER_THREADED", "0") == "1")  # "1": developer A/B aid
     if profile_path:
         profiler.disable()
         profiler.dump_stats(f"{profile_path}.{os.getpid()}")

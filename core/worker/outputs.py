@@ -237,12 +237,7 @@ class OutputWriter:
         return [name, dt.name, shape, seg_id, offset, nbytes, offset]
 
     def _allocate(self, nbytes: int) -> Block:
-        with self.worker.arena_lock:
-            return self.worker.arena.allocate(nbytes)
+        return self.worker.allocate(nbytes)
 
     def _free(self, blocks: Sequence[Block]) -> None:
-        if not blocks:
-            return
-        with self.worker.arena_lock:
-            for block in blocks:
-                self.worker.arena.free_block(block)
+        self.worker.free_blocks(blocks)

@@ -25,7 +25,7 @@ from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
 log = logging.getLogger("tritium.worker")
 
-__all__ = ["WorkerProcess", "BatchSink", "WorkerExited"]
+__all__ = ["WorkerProcess", "BatchSink", "BlsHandler", "WorkerExited"]
 
 _worker_ids = itertools.count(1)
 _FINAL = int(ResponseFlag.FINAL)
@@ -34,6 +34,16 @@ _RESPONSE, _EXECUTE_DONE = int(Kind.RESPONSE), int(Kind.EXECUTE_DONE)
 
 class WorkerExited(TritonError):
     """The worker process is gone (exit status in the message)."""
+
+
+class BlsHandler(Protocol):
+    """Runs the BLS requests a worker sends (see :mod:`tritium.core.bls`)."""
+
+    def start(self, worker: "WorkerProcess", call_id: int, request: dict[str, Any]) -> None: ...
+
+    def release(self, worker: "WorkerProcess", call_id: int, index: int) -> None: ...
+
+    def forget(self, worker: "WorkerProcess") -> None: ...
 
 
 class BatchSink(Protocol):
@@ -72,8 +82,10 @@ class WorkerProcess:
         on_exit: Callable[["WorkerProcess", str], None],
         python: str = sys.executable,
         log_verbose: int = 0,
+        bls: "BlsHandler | None" = None,
     ) -> None:
         self.id = next(_worker_ids)
+        self.bls = bls
         self.label = label
         self.pool = pool
         self._on_exit = on_exit
@@ -189,7 +201,9 @@ class WorkerProcess:
         for batch in batches.values():
             batch.on_done(None, error)
         self.pool.forget_peer(self)
-        self.pool.segments.remove_owner(self.id)
+        self.pool.remove_owner(self.id)
+        if self.bls is not None:
+            self.bls.forget(self)
 
     @property
     def alive(self) -> bool:
@@ -293,6 +307,11 @@ class WorkerProcess:
         if blocks and self._channel is not None:
             self._channel.send([Kind.RELEASE, blocks], lazy=True)
 
+    def send_infer_response(self, frame: list[Any]) -> None:
+        """Send an INFER_RESPONSE frame (a BLS response) to the worker."""
+        if self._channel is not None:
+            self._channel.send(frame)
+
     def send_segment(self, segment: Segment) -> None:
         """Send a core segment's fd (see :class:`TensorPool`)."""
         if self._channel is not None:
@@ -329,7 +348,14 @@ class WorkerProcess:
             elif kind == Kind.DROP_SEGMENT:
                 seg_id = int(message[1])
                 if seg_id >> 24 == self.id:
-                    self.pool.segments.remove(seg_id)
+                    self.pool.remove_segment(seg_id)
+            elif kind == Kind.INFER:
+                if self.bls is None:
+                    raise TritonError(Code.INTERNAL, "BLS request from a worker that may not make them")
+                self.bls.start(self, int(message[1]), message[2])
+            elif kind == Kind.INFER_RELEASE:
+                if self.bls is not None:
+                    self.bls.release(self, int(message[1]), int(message[2]))
             elif kind == Kind.REPLY:
                 _, call_id, error, result = message
                 fut = self._calls.get(call_id)

@@ -24,6 +24,9 @@ RELEASE            ->    list of ``[segment, offset]`` output blocks the core is
 SEGMENT            <>    segment id, size in bytes (one fd attached)
 DROP_SEGMENT       <>    segment id
 PING / PONG        <>    nonce
+INFER              <-    call id, request dict (model code calling another model: BLS)
+INFER_RESPONSE     ->    call id, response index, final, outputs, error, parameters
+INFER_RELEASE      <-    call id, response index (the worker has copied the outputs)
 =================  ====  ==========================================================
 """
 
@@ -48,7 +51,7 @@ __all__ = [
     "FrameDecoder",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8
@@ -70,6 +73,9 @@ class Kind(enum.IntEnum):
     DROP_SEGMENT = 11
     PING = 12
     PONG = 13
+    INFER = 14
+    INFER_RESPONSE = 15
+    INFER_RELEASE = 16
 
 
 class ResponseFlag(enum.IntFlag):

@@ -1,0 +1,141 @@
+"""BLS on the core side: running the requests model code sends from inside a worker.
+
+A worker sends an INFER frame (see :mod:`tritium.core.worker.bls`); the
+router turns it into an :class:`InferenceRequest` whose input bytes are read
+straight from the calling worker's shared memory, runs it through
+:meth:`InferenceServer.infer_stream` like any client request (any model, any
+backend, decoupled included), and returns each response as an INFER_RESPONSE
+frame of descriptors: outputs that lie in shared memory are sent by
+reference (the segment's fd is forwarded to the caller once), others are
+placed in the core's arena. The response is released when the caller says it
+has copied the outputs (INFER_RELEASE), or when the caller exits.
+
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .errors import Code, TritonError
+from .memory.arena import Block
+from .request import InferenceRequest, InferInput, RequestedOutput
+from .response import InferenceResponse
+from .worker.protocol import Kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import InferenceServer
+    from .worker.process import WorkerProcess
+
+log = logging.getLogger("tritium.bls")
+
+__all__ = ["BlsRouter"]
+
+_START, _END = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
+
+
+class BlsRouter:
+    """Runs BLS requests for every worker of a server (implements :class:`~.worker.process.BlsHandler`)."""
+
+    def __init__(self, server: "InferenceServer") -> None:
+        self.server = server
+        self._tasks: dict[tuple[int, int], asyncio.Task[None]] = {}
+        self._held: dict[tuple[int, int, int], tuple[InferenceResponse, list[Block]]] = {}
+
+    def start(self, worker: "WorkerProcess", call_id: int, request: dict[str, Any]) -> None:
+        """An INFER frame arrived from ``worker``."""
+        key = (worker.id, call_id)
+        task = asyncio.ensure_future(self._run(worker, call_id, request))
+        self._tasks[key] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(key, None))
+
+    def release(self, worker: "WorkerProcess", call_id: int, index: int) -> None:
+        """The caller has copied the outputs of response ``index``: free them."""
+        held = self._held.pop((worker.id, call_id, index), None)
+        if held is not None:
+            self._free(held)
+
+    def forget(self, worker: "WorkerProcess") -> None:
+        """``worker`` exited: cancel its requests and free what its responses held."""
+        for (wid, call_id), task in list(self._tasks.items()):
+            if wid == worker.id:
+                task.cancel()
+        for key in [k for k in self._held if k[0] == worker.id]:
+            self._free(self._held.pop(key))
+
+    def _free(self, held: tuple[InferenceResponse, list[Block]]) -> None:
+        response, blocks = held
+        response.release()
+        for block in blocks:
+            self.server.pool.free(block)
+
+    def _request(self, worker: "WorkerProcess", wire: dict[str, Any]) -> InferenceRequest:
+        segments = self.server.pool.segments
+        inputs = []
+        for name, datatype, shape, seg_id, offset, nbytes in wire["inputs"]:
+            if seg_id >> 24 not in (0, worker.id):
+                raise TritonError(Code.INVALID_ARG, f"BLS input '{name}' names shared memory of another process")
+            inputs.append(InferInput(name, datatype, list(shape), segments.resolve(seg_id, offset, nbytes)))
+        parameters = dict(wire.get("params") or {})
+        corr, flags = wire.get("corr") or 0, int(wire.get("flags") or 0)
+        if corr:
+            parameters.setdefault("sequence_id", corr)
+        if flags & _START:
+            parameters.setdefault("sequence_start", True)
+        if flags & _END:
+            parameters.setdefault("sequence_end", True)
+        return InferenceRequest(
+            str(wire["model"]),
+            str(wire.get("version") or ""),
+            str(wire.get("id") or ""),
+            inputs,
+            [RequestedOutput(str(n)) for n in wire.get("outputs") or []],
+            parameters,
+        )
+
+    async def _run(self, worker: "WorkerProcess", call_id: int, wire: dict[str, Any]) -> None:
+        index = 0
+        try:
+            request = self._request(worker, wire)
+            timeout_s = int(wire.get("timeout_us") or 0) / 1e6 or None
+            async with asyncio.timeout(timeout_s):
+                async for response in self.server.infer_stream(request):
+                    self._send(worker, call_id, index, response)
+                    index += 1
+                    if response.final:
+                        return
+            raise TritonError(Code.INTERNAL, f"BLS request to '{request.model_name}' ended without a final response")
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            error = TritonError(Code.UNAVAILABLE, "BLS request timed out")  # Triton words it the same way
+        except TritonError as exc:
+            error = exc
+        except Exception as exc:  # a core bug must not leave the caller waiting
+            log.exception("BLS request failed")
+            error = TritonError(Code.INTERNAL, f"BLS request failed: {type(exc).__name__}: {exc}")
+        worker.send_infer_response([Kind.INFER_RESPONSE, call_id, index, True, [], error.to_wire(), None])
+
+    def _send(self, worker: "WorkerProcess", call_id: int, index: int, response: InferenceResponse) -> None:
+        pool = self.server.pool
+        outputs: list[list[Any]] = []
+        blocks: list[Block] = []
+        for tensor in response.outputs:
+            if tensor.location is not None:
+                seg_id, offset, nbytes = tensor.location
+            else:  # built in the core (e.g. classification): place it in the core's arena
+                block = pool.allocate(len(tensor.data))
+                blocks.append(block)
+                if len(tensor.data):
+                    block.view[:] = tensor.data
+                seg_id, offset, nbytes = block.descriptor
+            if nbytes and seg_id >> 24 != worker.id:  # the caller has its own segments already
+                pool.ensure_sent(seg_id, worker)
+            outputs.append([tensor.name, tensor.datatype, list(tensor.shape), seg_id, offset, nbytes])
+        error = response.error.to_wire() if response.error is not None else None
+        self._held[(worker.id, call_id, index)] = (response, blocks)
+        worker.send_infer_response(
+            [Kind.INFER_RESPONSE, call_id, index, bool(response.final), outputs, error, response.parameters or None]
+        )
