@@ -10,13 +10,15 @@ The in-process API every frontend (and any embedding application) uses::
     y = response.outputs[0].as_numpy().copy()
     response.release()
     await server.stop()
+
+Names are imported on first use, so that worker processes (which import
+``tritium.core.worker``) load none of the server's machinery.
 """
 
-from .errors import Code, TritonError
-from .options import ServerOptions
-from .request import InferenceRequest, InferInput, RequestedOutput
-from .response import InferenceResponse, OutputTensor
-from .server import InferenceServer
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "Code",
@@ -29,3 +31,21 @@ __all__ = [
     "OutputTensor",
     "InferenceServer",
 ]
+
+_WHERE = {
+    "Code": ".errors",
+    "TritonError": ".errors",
+    "ServerOptions": ".options",
+    "InferenceRequest": ".request",
+    "InferInput": ".request",
+    "RequestedOutput": ".request",
+    "InferenceResponse": ".response",
+    "OutputTensor": ".response",
+    "InferenceServer": ".server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,6 +47,7 @@ class InstanceOptions:
     restart_backoff_max_s: float = 30.0
     shutdown_timeout_s: float = 30.0
     bls: Any = None  # the core's BLS router (tritium.core.bls.BlsRouter), set by the server
+    env: dict[str, str] | None = None  # environment variables of the workers (a model environment)
 
 
 class ModelInstance:
@@ -112,6 +113,8 @@ class ModelInstance:
             self._options.python,
             self._options.log_verbose,
             self._options.bls,
+            self._options.env,
+            self._settings.get("model_path"),
         )
         self.worker = worker
         await worker.start(self._options.init_timeout_s)

@@ -11,6 +11,7 @@ state``. Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
+from ..worker.environment import resolve_environment
 from .repository import ModelSource, read_labels, scan, versions_to_load
 
 log = logging.getLogger("tritium.repository")
@@ -149,6 +151,12 @@ class ModelRepositoryManager:
 
         try:
             config = normalize.instance_groups(config, gpus)
+            environment = await asyncio.to_thread(
+                resolve_environment, entry.name, source.path, source.repository, config_to_dict(config)
+            )
+            options = self.instance_options
+            if environment is not None:
+                options = dataclasses.replace(options, python=environment.python, env=environment.env)
             if config.platform == normalize.ENSEMBLE:
                 raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
             if config.HasField("sequence_batching"):
@@ -163,7 +171,7 @@ class ModelRepositoryManager:
                 finish,
                 lambda cfg: read_labels(source.path, cfg),
                 self.pool,
-                self.instance_options,
+                options,
             )
         except TritonError as exc:
             status.state = ModelState.UNAVAILABLE

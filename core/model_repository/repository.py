@@ -55,7 +55,7 @@ def scan(repositories: Iterable[str | Path]) -> tuple[dict[str, ModelSource], se
     models: dict[str, ModelSource] = {}
     duplicates: set[str] = set()
     for root in repositories:
-        root_path = Path(root)
+        root_path = Path(root).absolute()  # workers run in their model's folder
         try:
             entries = sorted(p for p in root_path.iterdir() if p.is_dir() and not p.name.startswith("."))
         except OSError as exc:

@@ -73,6 +73,10 @@ class WorkerProcess:
         exited, when the process goes away without being asked to.
     :param python: the interpreter to start (a model environment's, or the server's).
     :param log_verbose: passed to the worker's logging.
+    :param bls: runs the BLS requests the worker sends.
+    :param env: environment variables added for the worker (a model environment's import path).
+    :param cwd: the worker's working directory (the model's folder: never the server's, whose
+        files could shadow the packages the worker imports).
     """
 
     def __init__(
@@ -83,9 +87,13 @@ class WorkerProcess:
         python: str = sys.executable,
         log_verbose: int = 0,
         bls: "BlsHandler | None" = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
     ) -> None:
         self.id = next(_worker_ids)
         self.bls = bls
+        self.env = env
+        self.cwd = cwd
         self.label = label
         self.pool = pool
         self._on_exit = on_exit
@@ -128,6 +136,8 @@ class WorkerProcess:
                 str(self.log_verbose),
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env} if self.env else None,
+                cwd=self.cwd,
             )
         except OSError as exc:
             parent.close()
