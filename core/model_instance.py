@@ -48,6 +48,7 @@ class InstanceOptions:
     shutdown_timeout_s: float = 30.0
     bls: Any = None  # the core's BLS router (tritium.core.bls.BlsRouter), set by the server
     env: dict[str, str] | None = None  # environment variables of the workers (a model environment)
+    execute_timeout_s: float = 0.0  # kill a worker whose batch runs longer (0: no limit)
 
 
 class ModelInstance:
@@ -115,6 +116,7 @@ class ModelInstance:
             self._options.bls,
             self._options.env,
             self._settings.get("model_path"),
+            self._options.execute_timeout_s,
         )
         self.worker = worker
         await worker.start(self._options.init_timeout_s)

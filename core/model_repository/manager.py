@@ -58,6 +58,26 @@ class ModelEntry:
     reason: str = ""
 
 
+def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
+    """Seconds a batch may execute before its worker is killed and restarted (0: no limit).
+
+    The model config parameter ``execute_timeout_seconds`` wins over the backend setting
+    ``--backend-config=<backend>,execute-timeout-seconds=N``.
+
+    :raises TritonError: INVALID_ARG for a value that is not a non-negative number.
+    """
+    text = backend_config.get("execute-timeout-seconds", "0")
+    if "execute_timeout_seconds" in config.parameters:
+        text = config.parameters["execute_timeout_seconds"].string_value
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
+    return value
+
+
 def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
     """The backend configuration Triton gives a backend: defaults, then global, then its own settings."""
     settings = {
@@ -154,7 +174,9 @@ class ModelRepositoryManager:
             environment = await asyncio.to_thread(
                 resolve_environment, entry.name, source.path, source.repository, config_to_dict(config)
             )
-            options = self.instance_options
+            options = dataclasses.replace(
+                self.instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
+            )
             if environment is not None:
                 options = dataclasses.replace(options, python=environment.python, env=environment.env)
             if config.platform == normalize.ENSEMBLE:

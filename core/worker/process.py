@@ -77,6 +77,8 @@ class WorkerProcess:
     :param env: environment variables added for the worker (a model environment's import path).
     :param cwd: the worker's working directory (the model's folder: never the server's, whose
         files could shadow the packages the worker imports).
+    :param execute_timeout_s: a batch still executing after this many seconds gets the worker
+        killed (its requests fail, its owner restarts it); 0 waits forever.
     """
 
     def __init__(
@@ -89,11 +91,15 @@ class WorkerProcess:
         bls: "BlsHandler | None" = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        execute_timeout_s: float = 0.0,
     ) -> None:
         self.id = next(_worker_ids)
         self.bls = bls
         self.env = env
         self.cwd = cwd
+        self.execute_timeout_s = execute_timeout_s
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._kill_reason = ""
         self.label = label
         self.pool = pool
         self._on_exit = on_exit
@@ -191,6 +197,10 @@ class WorkerProcess:
         if self._dead:
             return
         self._dead = True
+        how = self._kill_reason or how
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if self._channel is not None:
             self._channel.close()
         if not self._stopping:
@@ -311,6 +321,19 @@ class WorkerProcess:
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
         self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests])
+        if self.execute_timeout_s > 0:
+            self._timers[batch_id] = asyncio.get_running_loop().call_later(
+                self.execute_timeout_s, self._execute_timed_out, batch_id
+            )
+
+    def _execute_timed_out(self, batch_id: int) -> None:
+        self._timers.pop(batch_id, None)
+        if batch_id in self._batches and self.alive:
+            self._kill_reason = (
+                f"did not finish executing within the execute timeout of {self.execute_timeout_s:g} s "
+                "and was killed"
+            )
+            self.kill()
 
     def release(self, blocks: list[list[int]]) -> None:
         """Give output blocks (``[segment, offset]``) back to the worker."""
@@ -344,6 +367,9 @@ class WorkerProcess:
                 err = TritonError.from_wire(error) if error is not None else None
                 batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
             elif kind == _EXECUTE_DONE:
+                timer = self._timers.pop(message[1], None)
+                if timer is not None:
+                    timer.cancel()
                 batch = self._batches.pop(message[1], None)
                 if batch is not None:
                     batch.on_done(message[2], None)

@@ -247,3 +247,37 @@ def test_metrics_count_what_statistics_count(tmp_path, start_server):
     line = next(l for l in text.splitlines() if l.startswith('nv_inference_request_duration_us{model="m"'))
     assert abs(int(line.split()[-1]) - success_us) <= 1
     assert stats["inference_count"] == 5 and stats["execution_count"] == 5
+
+
+def test_an_execution_over_the_timeout_kills_and_restarts_the_worker(tmp_path, start_server):
+    repo = tmp_path / "repo"
+    add_model(repo, "hang", identity_config(
+        dims="[ 4 ]", max_batch_size=0,
+        extra='parameters { key: "execute_delay_ms" value: { string_value: "60000" } }\n'
+              'parameters { key: "execute_timeout_seconds" value: { string_value: "1" } }'))
+    add_model(repo, "ok", identity_config(dims="[ 4 ]", max_batch_size=0))
+    server = start_server([repo], ["--backend-config=identity,execute-timeout-seconds=30"])
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+    inp = httpclient.InferInput("INPUT0", [4], "FP32")
+    inp.set_data_from_numpy(np.ones(4, np.float32))
+    started = time.monotonic()
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("hang", [inp])
+    assert time.monotonic() - started < 20
+    assert str(info.value) == (
+        "[500] model instance 'hang_0_0': worker process did not finish executing within the execute timeout "
+        "of 1 s and was killed"
+    )
+    assert client.infer("ok", [inp]).as_numpy("OUTPUT0").tolist() == [1.0] * 4  # the rest keeps serving
+    deadline = time.monotonic() + 30
+    while not client.is_model_ready("hang") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.is_model_ready("hang")  # restarted
+
+
+def test_a_bad_execute_timeout_fails_the_model(tmp_path, start_server):
+    repo = tmp_path / "repo"
+    add_model(repo, "m", identity_config(
+        dims="[ 4 ]", max_batch_size=0, extra='parameters { key: "execute_timeout_seconds" value: { string_value: "soon" } }'))
+    server = start_server([repo], ["--exit-on-error=false"])
+    assert "model 'm': execute timeout 'soon' is not a number of seconds >= 0" in server.log()
