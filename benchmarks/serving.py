@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark tritium with perf_analyzer, against in-process onnxruntime in the same run.
+"""Serving benchmark: tritium with perf_analyzer, against in-process onnxruntime in the same run.
 
 What it measures (all on this machine, back to back, same client settings):
 
@@ -10,9 +10,9 @@ What it measures (all on this machine, back to back, same client settings):
 * in-process onnxruntime on the same ONNX file and thread settings, batch 1:
   the physical limit for that model here.
 
-It writes a markdown table with throughput, p50/p99 latency and the ratios the
-issues set targets for to ``docs/performance.md`` (``--output``), and the raw
-perf_analyzer CSVs to ``benchmarks/results/``.
+It writes its section of ``docs/performance.md`` (``--output``): throughput,
+p50/p99 latency, CPU per inference, and the ratios the issues set targets for;
+raw perf_analyzer CSVs go to ``benchmarks/results/``.
 
 perf_analyzer ships in the ``tritonclient==2.51.0`` wheel (``bin/perf_analyzer``
 of the virtual environment). On a CPU-only host it still needs
@@ -21,128 +21,29 @@ package ``nvidia-cuda-runtime-cu12``); ``--install`` installs both.
 
 Usage::
 
-    python benchmarks/run.py [--install] [--quick] [--output docs/performance.md]
+    python benchmarks/serving.py [--install] [--output docs/performance.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import os
 import platform
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
 from tests.support.repo import add_model, identity_config  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 EFFICIENTNET = "efficientnet_lite0_onnx"
-
-
-@dataclass
-class Row:
-    """One perf_analyzer measurement, with the CPU time each process spent per inference."""
-
-    model: str
-    protocol: str
-    concurrency: int
-    throughput: float  # inferences / second
-    p50_us: float
-    p99_us: float
-    core_cpu_us: float = 0.0  # the server's core process
-    worker_cpu_us: float = 0.0  # all its worker processes together
-    client_cpu_us: float = 0.0  # perf_analyzer itself
-
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def children_of(pid: int) -> list[int]:
-    from tests.support.procs import children_of as find
-
-    return find(pid)
-
-
-def cudart_dir() -> str | None:
-    try:
-        import nvidia.cuda_runtime  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib")
-
-
-def install_prerequisites() -> None:
-    """libb64 (apt) and the CUDA runtime library (pip) that perf_analyzer links against."""
-    if not Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d").exists():
-        subprocess.run(["apt-get", "install", "-y", "-q", "libb64-0d"], check=True)
-    if cudart_dir() is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "nvidia-cuda-runtime-cu12"], check=True)
-
-
-def perf_analyzer_command() -> tuple[list[str], dict[str, str]]:
-    binary = Path(sys.executable).parent / "perf_analyzer"
-    if not binary.exists():
-        found = shutil.which("perf_analyzer")
-        if not found:
-            raise SystemExit("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0'")
-        binary = Path(found)
-    env = dict(os.environ)
-    lib = cudart_dir()
-    if lib is None:
-        raise SystemExit("perf_analyzer needs libcudart.so.12: run with --install (pip install nvidia-cuda-runtime-cu12)")
-    env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
-    return [str(binary)], env
-
-
-def run_perf(
-    model: str, url: str, protocol: str, concurrency: int, interval_ms: int, tag: str, server_pid: int
-) -> Row:
-    cmd, env = perf_analyzer_command()
-    out_csv = RESULTS / f"{tag}_{model}_{protocol}_c{concurrency}.csv"
-    cmd += [
-        "-m", model, "-u", url, "-i", protocol,
-        "--concurrency-range", str(concurrency),
-        "--measurement-interval", str(interval_ms),
-        "--stability-percentage", "10000", "--max-trials", "3",
-        "-f", str(out_csv),
-    ]
-    workers = children_of(server_pid)
-    reaped0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    core0, workers0, start = process_cpu_s(server_pid), sum(process_cpu_s(w) for w in workers), time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output, _ = proc.communicate(timeout=600)  # waits for (and reaps) perf_analyzer
-    wall = time.perf_counter() - start
-    reaped1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    core1, workers1 = process_cpu_s(server_pid), sum(process_cpu_s(w) for w in workers)
-    if proc.returncode != 0:
-        raise RuntimeError(f"perf_analyzer failed ({proc.returncode}):\n{output}")
-    with open(out_csv, newline="") as f:
-        row = next(csv.DictReader(f))
-    throughput = float(row["Inferences/Second"])
-    inferences = max(1.0, throughput * wall)  # perf_analyzer keeps the load on for its whole run
-    client_s = (reaped1.ru_utime + reaped1.ru_stime) - (reaped0.ru_utime + reaped0.ru_stime)
-    return Row(
-        model, protocol, concurrency, throughput, float(row["p50 latency"]), float(row["p99 latency"]),
-        (core1 - core0) / inferences * 1e6, (workers1 - workers0) / inferences * 1e6, client_s / inferences * 1e6,
-    )
 
 
 def onnxruntime_reference(model_dir: Path, seconds: float) -> dict[str, float]:
@@ -203,17 +104,17 @@ def build_repositories(work: Path) -> Path:
     return repo
 
 
-def render(rows: list[Row], reference: dict[str, float], quick: bool) -> str:
+def render(rows: list[Row], reference: dict[str, float]) -> str:
     by = {(r.model, r.protocol, r.concurrency): r for r in rows}
     lines = [
-        "# Performance",
+        "## Serving: tritium against in-process onnxruntime",
         "",
         f"Measured {datetime.date.today().isoformat()} by `python benchmarks/run.py` on this project's CI-class machine "
         f"({os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, CPU only). "
         "perf_analyzer (from tritonclient 2.51.0) runs on the same 2 cores as the server, so its own CPU "
         "is part of every number; runs are back to back in one invocation, with "
         "`--measurement-interval 3000 --stability-percentage 10000 --max-trials 3`"
-        + (" (quick mode: shorter windows)." if quick else "."),
+        + ".",
         "",
         "| model | protocol | concurrency | throughput (infer/s) | p50 latency (µs) | p99 latency (µs) |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
@@ -222,7 +123,7 @@ def render(rows: list[Row], reference: dict[str, float], quick: bool) -> str:
         lines.append(f"| {r.model} | {r.protocol} | {r.concurrency} | {r.throughput:,.0f} | {r.p50_us:,.0f} | {r.p99_us:,.0f} |")
     lines += [
         "",
-        "## Where the CPU goes (per inference, same runs)",
+        "### Where the CPU goes (per inference, same runs)",
         "",
         "CPU time of each process divided by the inferences served: the core (HTTP/gRPC endpoints, "
         "scheduling), the worker processes (the backend), and perf_analyzer, which shares the 2 cores.",
@@ -232,7 +133,7 @@ def render(rows: list[Row], reference: dict[str, float], quick: bool) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.model} | {r.protocol} | {r.concurrency} | {r.core_cpu_us:,.0f} | {r.worker_cpu_us:,.0f} "
+            f"| {r.model} | {r.protocol} | {r.concurrency} | {r.server_cpu_us:,.0f} | {r.worker_cpu_us:,.0f} "
             f"| {r.client_cpu_us:,.0f} |"
         )
     limit = reference["throughput"]
@@ -243,7 +144,7 @@ def render(rows: list[Row], reference: dict[str, float], quick: bool) -> str:
         "each driven by its own thread, batch 1 — the physical limit here): "
         f"**{limit:,.1f} infer/s** (p50 {reference['p50_us']:,.0f} µs).",
         "",
-        "## Targets",
+        "### Targets",
         "",
         "| target | measured | met |",
         "| --- | --- | --- |",
@@ -269,15 +170,15 @@ def render(rows: list[Row], reference: dict[str, float], quick: bool) -> str:
 
 def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -> list[str]:
     """What the numbers say, computed from this run."""
-    out = ["", "## Reading the numbers", ""]
+    out = ["", "### Reading the numbers", ""]
     grpc4 = by.get((EFFICIENTNET, "grpc", 4))
     if grpc4:
-        total = grpc4.core_cpu_us + grpc4.worker_cpu_us + grpc4.client_cpu_us
+        total = grpc4.server_cpu_us + grpc4.worker_cpu_us + grpc4.client_cpu_us
         ref_cpu = reference["instances"] * 1e6 / reference["throughput"]
         out.append(
             f"- **EfficientNet at concurrency 4 is CPU-bound.** Each inference costs "
             f"{grpc4.worker_cpu_us / 1000:.1f} ms of worker CPU (onnxruntime itself: {ref_cpu / 1000:.1f} ms "
-            f"in-process), {grpc4.core_cpu_us / 1000:.2f} ms in the core (mostly grpc.aio receiving a 602 KB "
+            f"in-process), {grpc4.server_cpu_us / 1000:.2f} ms in the core (mostly grpc.aio receiving a 602 KB "
             f"message) and {grpc4.client_cpu_us / 1000:.2f} ms in perf_analyzer, all on the same 2 cores: "
             f"{total / 1000:.1f} ms against {ref_cpu / 1000:.1f} ms, so about "
             f"{ref_cpu / total:.2f}× of the in-process rate is the ceiling on this machine, even with no waiting at all."
@@ -286,7 +187,7 @@ def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -
     if http1 and grpc1:
         out.append(
             f"- **gRPC costs more than HTTP in Python.** At concurrency 1 the core spends "
-            f"{grpc1.core_cpu_us:,.0f} µs of CPU per gRPC request against {http1.core_cpu_us:,.0f} µs per HTTP "
+            f"{grpc1.server_cpu_us:,.0f} µs of CPU per gRPC request against {http1.server_cpu_us:,.0f} µs per HTTP "
             "request for the same model; the difference is grpc.aio's own machinery (a servicer that returns a "
             "canned response, with no model at all, measured 370–500 µs p50 here). Triton's C++ gRPC server "
             "answers the same request in about 370 µs on this machine."
@@ -301,35 +202,32 @@ def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
-    parser.add_argument("--quick", action="store_true", help="shorter measurement windows")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
     if args.install:
-        install_prerequisites()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    interval = 1500 if args.quick else 3000
+        install_perf_analyzer_libraries()
     tag = time.strftime("%Y%m%d-%H%M%S")
     with tempfile.TemporaryDirectory(prefix="tritium-bench-") as tmp:
         work = Path(tmp)
         repo = build_repositories(work)
         print("in-process onnxruntime reference ...", flush=True)
-        reference = onnxruntime_reference(repo / EFFICIENTNET, 5 if args.quick else 10)
+        reference = onnxruntime_reference(repo / EFFICIENTNET, 10)
         rows: list[Row] = []
         server = ServerProcess([repo], log_path=work / "server.log")
         server.start()
         try:
+            assert server.proc is not None
             for model in ("identity_16k", EFFICIENTNET):
                 for protocol in ("http", "grpc"):
                     for concurrency in (1, 4):
                         url = server.http_url if protocol == "http" else server.grpc_url
-                        assert server.proc is not None
-                        row = run_perf(model, url, protocol, concurrency, interval, tag, server.proc.pid)
+                        row = run_perf("tritium", server.proc.pid, model, url, protocol, concurrency, tag)
                         print(row, flush=True)
                         rows.append(row)
         finally:
             server.stop()
-    text = render(rows, reference, args.quick)
-    args.output.write_text(text)
+    text = render(rows, reference)
+    write_section(args.output, "serving", text)
     print(text)
 
 

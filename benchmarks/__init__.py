@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): perf_analyzer against tritium and its references."""

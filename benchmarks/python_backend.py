@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Python-backend benchmark: the same ``model.py`` files on tritium and on the real Triton 2.51, one run.
+
+Models (both servers load the same files): ``add_sub`` (FP32 [4] + [4] -> sum,
+difference) at concurrency 1 and 8, and ``identity_1mib`` (FP32 [262144], 1 MiB)
+at concurrency 4, each over HTTP and gRPC. The servers run one after the
+other with the same perf_analyzer settings. Writes the ``python_backend``
+section of ``docs/performance.md``.
+
+Usage::
+
+    python benchmarks/python_backend.py [--install] [--install-triton] [--triton-venv DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
+from benchmarks.triton import TritonServer, install_triton  # noqa: E402
+from tests.support.server import ServerProcess, free_port  # noqa: E402
+
+ADD_SUB_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+ADD_SUB = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
+        return responses
+"""
+IDENTITY_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 262144 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 262144 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+IDENTITY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests
+        ]
+"""
+RUNS = [("add_sub", 1), ("add_sub", 8), ("identity_1mib", 4)]
+
+
+def build(repo: Path) -> None:
+    for name, config, code in (("add_sub", ADD_SUB_CONFIG, ADD_SUB), ("identity_1mib", IDENTITY_CONFIG, IDENTITY)):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
+        (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
+
+
+def measure(server_name: str, pid: int, http_url: str, grpc_url: str, tag: str) -> list[Row]:
+    rows = []
+    for model, concurrency in RUNS:
+        for protocol, url in (("http", http_url), ("grpc", grpc_url)):
+            row = run_perf(server_name, pid, model, url, protocol, concurrency, tag)
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    by = {(r.server, r.model, r.protocol, r.concurrency): r for r in rows}
+    lines = [
+        "## Python models: tritium against Triton 2.51's python backend",
+        "",
+        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/python_backend.py`: the same model.py "
+        "files (written by the script), one instance each, served by tritium and then by the real Triton 2.51 "
+        "(nvidia-pytriton 0.7.0's `tritonserver` with its python backend), with the same perf_analyzer settings.",
+        "",
+        "| model | protocol | concurrency | tritium infer/s | Triton infer/s | ratio | tritium p50 (µs) | Triton p50 (µs) | p50 ratio |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for model, concurrency in RUNS:
+        for protocol in ("http", "grpc"):
+            t, r = by.get(("tritium", model, protocol, concurrency)), by.get(("triton", model, protocol, concurrency))
+            if t and r:
+                lines.append(
+                    f"| {model} | {protocol} | {concurrency} | {t.throughput:,.0f} | {r.throughput:,.0f} | "
+                    f"**{t.throughput / r.throughput:.2f}×** | {t.p50_us:,.0f} | {r.p50_us:,.0f} | {t.p50_us / r.p50_us:.2f}× |"
+                )
+    lines += [
+        "",
+        "CPU per inference (µs): server process / its workers or python stubs / perf_analyzer.",
+        "",
+        "| model | protocol | concurrency | tritium | Triton |",
+        "| --- | --- | ---: | --- | --- |",
+    ]
+    for model, concurrency in RUNS:
+        for protocol in ("http", "grpc"):
+            t, r = by.get(("tritium", model, protocol, concurrency)), by.get(("triton", model, protocol, concurrency))
+            if t and r:
+                lines.append(
+                    f"| {model} | {protocol} | {concurrency} | {t.server_cpu_us:,.0f} / {t.worker_cpu_us:,.0f} / "
+                    f"{t.client_cpu_us:,.0f} | {r.server_cpu_us:,.0f} / {r.worker_cpu_us:,.0f} / {r.client_cpu_us:,.0f} |"
+                )
+    lines += ["", "### Targets", "", "| target | measured | met |", "| --- | --- | --- |"]
+    for protocol in ("http", "grpc"):
+        t, r = by.get(("tritium", "add_sub", protocol, 8)), by.get(("triton", "add_sub", protocol, 8))
+        if t and r:
+            ratio = t.throughput / r.throughput
+            lines.append(f"| add_sub, {protocol}, concurrency 8: throughput ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1.0 else 'no'} |")
+    for protocol in ("http", "grpc"):
+        t, r = by.get(("tritium", "add_sub", protocol, 1)), by.get(("triton", "add_sub", protocol, 1))
+        if t and r:
+            ratio = t.p50_us / r.p50_us
+            lines.append(f"| add_sub, {protocol}, concurrency 1: p50 ≤ 1.2 × Triton | **{ratio:.2f}×** | {'yes' if ratio <= 1.2 else 'no'} |")
+    for protocol in ("http", "grpc"):
+        t, r = by.get(("tritium", "identity_1mib", protocol, 4)), by.get(("triton", "identity_1mib", protocol, 4))
+        if t and r:
+            ratio = t.throughput / r.throughput
+            lines.append(f"| identity 1 MiB, {protocol}, concurrency 4: throughput ≥ 1.5 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1.5 else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
+    parser.add_argument("--install-triton", action="store_true", help="set up --triton-venv first")
+    parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+    args = parser.parse_args()
+    if args.install:
+        install_perf_analyzer_libraries()
+    if args.install_triton:
+        install_triton(args.triton_venv)
+    tag = time.strftime("%Y%m%d-%H%M%S")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="tritium-pybench-") as tmp:
+        work = Path(tmp)
+        repo = work / "models"
+        build(repo)
+        server = ServerProcess([repo], log_path=work / "tritium.log").start()
+        try:
+            assert server.proc is not None
+            rows += measure("tritium", server.proc.pid, server.http_url, server.grpc_url, tag)
+        finally:
+            server.stop()
+        triton = TritonServer(args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log").start()
+        try:
+            assert triton.proc is not None
+            rows += measure("triton", triton.proc.pid, triton.http_url, triton.grpc_url, tag)
+        finally:
+            triton.stop()
+    text = render(rows)
+    write_section(args.output, "python_backend", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
