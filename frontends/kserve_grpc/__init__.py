@@ -22,7 +22,7 @@ import grpc
 from ...core.errors import Code, TritonError
 from ...core.hookspecs import hookimpl
 from ...proto import grpc_service_pb2_grpc, health_pb2_grpc
-from .servicer import HealthServicer, InferenceServicer
+from .servicer import HealthServicer, InferenceServicer, infer_handler
 
 log = logging.getLogger("tritium.grpc")
 
@@ -69,7 +69,9 @@ class GRPCFrontend:
         :raises TritonError: UNAVAILABLE when the address cannot be bound.
         """
         server = grpc.aio.server(options=self.options)
-        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(self.server), server)
+        servicer = InferenceServicer(self.server)
+        server.add_generic_rpc_handlers((infer_handler(servicer),))  # first: it wins for ModelInfer
+        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(self.server), server)
         try:
             bound = server.add_insecure_port(self.address)

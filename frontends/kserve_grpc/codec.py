@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from ...core.errors import Code, TritonError
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
@@ -28,11 +29,14 @@ from ...core.response import InferenceResponse
 from ...core.tensor import serialize_bytes
 from ...core.types import by_name
 from ...proto import grpc_service_pb2 as pb
+from .wire import LARGE, append_raw_outputs, split_raw_inputs
 
 __all__ = [
     "parse_version",
     "to_infer_request",
     "to_infer_response",
+    "serialize_infer_response",
+    "parse_infer_request",
     "to_stream_response",
     "stream_error",
     "parameters_to_proto",
@@ -249,28 +253,33 @@ def _typed_contents(io: Any, model_name: str) -> bytes:
 
 
 # -- requests -----------------------------------------------------------------------------
-def to_infer_request(request: pb.ModelInferRequest, model_lookup: Callable[[str, str], Any]) -> InferenceRequest:
+def to_infer_request(
+    request: pb.ModelInferRequest,
+    model_lookup: Callable[[str, str], Any],
+    raws: Sequence[bytes | memoryview] | None = None,
+) -> InferenceRequest:
     """Build the core request for a ``ModelInferRequest``.
 
     :param model_lookup: ``server.model``; called only on the error path, so
         that a request naming an unknown model gets that answer first, as in
         Triton, whatever else is wrong with it.
+    :param raws: the raw input contents when they were split off the message
+        (see :mod:`.wire`); by default ``request.raw_input_contents``.
     :raises TritonError: INVALID_ARG / NOT_FOUND with Triton's messages.
     """
     version = request.model_version
     if version:
         version = parse_version(version)
     try:
-        return _convert(request, version)
+        return _convert(request, version, request.raw_input_contents if raws is None else raws)
     except TritonError:
         model_lookup(request.model_name, version)  # raises first for an unknown model
         raise
 
 
-def _convert(request: pb.ModelInferRequest, version: str) -> InferenceRequest:
+def _convert(request: pb.ModelInferRequest, version: str, raws: Sequence[bytes | memoryview]) -> InferenceRequest:
     model_name = request.model_name
     parameters = _request_parameters(request.parameters) if request.parameters else {}
-    raws = request.raw_input_contents
     n_raw = len(raws)
     index = 0
     inputs: list[InferInput] = []
@@ -312,8 +321,10 @@ def _convert(request: pb.ModelInferRequest, version: str) -> InferenceRequest:
 
 
 # -- responses ------------------------------------------------------------------------------
-def to_infer_response(response: InferenceResponse) -> pb.ModelInferResponse:
+def to_infer_response(response: InferenceResponse, with_raw: bool = True) -> pb.ModelInferResponse:
     """The ``ModelInferResponse`` of a core response (outputs copied into ``raw_output_contents``).
+
+    :param with_raw: False leaves ``raw_output_contents`` out (see :func:`serialize_infer_response`).
 
     The caller releases ``response`` afterwards.
     """
@@ -323,11 +334,34 @@ def to_infer_response(response: InferenceResponse) -> pb.ModelInferResponse:
         model_version=response.model_version,
         id=response.id,
         outputs=[InferOutputTensor(name=t.name, datatype=t.datatype, shape=t.shape) for t in outputs],
-        raw_output_contents=[bytes(t.data) for t in outputs],
+        raw_output_contents=[bytes(t.data) for t in outputs] if with_raw else (),
     )
     if response.parameters:
         parameters_to_proto(response.parameters, message.parameters)
     return message
+
+
+def serialize_infer_response(response: InferenceResponse) -> bytes:
+    """The serialized ``ModelInferResponse``; large outputs go in without protobuf copies (see :mod:`.wire`)."""
+    if sum(len(t.data) for t in response.outputs) < LARGE:
+        return to_infer_response(response).SerializeToString()
+    head = to_infer_response(response, with_raw=False).SerializeToString()
+    return append_raw_outputs(head, [t.data for t in response.outputs])
+
+
+def parse_infer_request(data: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
+    """Parse a serialized ``ModelInferRequest``; large raw inputs stay views of ``data`` (see :mod:`.wire`).
+
+    :raises TritonError: INVALID_ARG for bytes that are not a ``ModelInferRequest``.
+    """
+    try:
+        if len(data) < LARGE:
+            request = pb.ModelInferRequest.FromString(data)
+            return request, request.raw_input_contents
+        rest, raws = split_raw_inputs(data)
+        return pb.ModelInferRequest.FromString(rest), raws
+    except DecodeError as exc:
+        raise TritonError(Code.INVALID_ARG, f"malformed ModelInferRequest: {exc}") from None
 
 
 def to_stream_response(response: InferenceResponse, request: InferenceRequest) -> pb.ModelStreamInferResponse:

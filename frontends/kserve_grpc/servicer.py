@@ -27,8 +27,9 @@ from .codec import (
     model_metadata_to_proto,
     parse_version,
     stream_error,
+    parse_infer_request,
+    serialize_infer_response,
     to_infer_request,
-    to_infer_response,
     to_stream_response,
 )
 
@@ -122,15 +123,21 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     # -- inference ------------------------------------------------------------------------------
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        """Unused: :meth:`model_infer_bytes` serves ModelInfer (see :func:`infer_handler`)."""
+        raise NotImplementedError
+
+    async def model_infer_bytes(self, data: bytes, context: Any) -> bytes:
+        """ModelInfer on serialized messages, so that large tensors skip protobuf's copies."""
         server = self.server
         try:
-            response = await server.infer(to_infer_request(request, server.model))
+            request, raws = parse_infer_request(data)
+            response = await server.infer(to_infer_request(request, server.model, raws))
         except TritonError as exc:
-            return _fail(context, exc, _EMPTY_INFER)
+            return _fail(context, exc, _EMPTY_INFER).SerializeToString()
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
-            return _internal(context, "ModelInfer", exc, _EMPTY_INFER)
+            return _internal(context, "ModelInfer", exc, _EMPTY_INFER).SerializeToString()
         try:
-            return to_infer_response(response)
+            return serialize_infer_response(response)
         finally:
             response.release()
 
@@ -298,3 +305,11 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         return health_pb2.HealthCheckResponse(status=status)
+
+
+def infer_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
+    """A handler for ModelInfer that passes serialized messages through (registered before the others)."""
+    method = grpc.unary_unary_rpc_method_handler(
+        servicer.model_infer_bytes, request_deserializer=None, response_serializer=None
+    )
+    return grpc.method_handlers_generic_handler("inference.GRPCInferenceService", {"ModelInfer": method})

@@ -493,3 +493,25 @@ def test_bad_request_through_tritonclient(client: grpcclient.InferenceServerClie
         client.infer("nope", [tensor])
     assert info.value.status() == "StatusCode.NOT_FOUND"
     assert info.value.message() == "Request for unknown model: 'nope' is not found"
+
+
+@pytest.mark.parametrize("size", [100, 300_000])  # the small and the large (copy-free) parsing paths
+def test_a_malformed_request_message_is_invalid_argument(server: ServerProcess, size: int) -> None:
+    channel = grpc.insecure_channel(server.grpc_url)
+    try:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with pytest.raises(grpc.RpcError) as info:
+            call(b"\x3a\xff\xff\xff\xff\x0f" + b"\x00" * size, timeout=30)  # a raw input claiming 4 GiB
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details().startswith("malformed ModelInferRequest")
+    finally:
+        channel.close()
+
+
+def test_large_tensors_round_trip_on_the_copy_free_path(client: grpcclient.InferenceServerClient) -> None:
+    array = np.random.default_rng(1).random(600_000).astype(np.float32)  # 2.4 MB each way
+    tensor = grpcclient.InferInput("INPUT0", [array.size], "FP32")
+    tensor.set_data_from_numpy(array)
+    result = client.infer(model_name("FP32"), [tensor], request_id="big")
+    assert np.array_equal(result.as_numpy("OUTPUT0"), array)
+    assert result.get_response().id == "big"
