@@ -246,11 +246,18 @@ async def _infer(request: web.Request) -> web.StreamResponse:
             return web.Response(body=body, headers=headers)
         if not rendered.buffers:
             return web.Response(body=rendered.header, headers=headers)
+        if rendered.size <= _COPY_BELOW:  # small: one copy, one write (and one system call)
+            return web.Response(body=b"".join([rendered.header, *rendered.buffers]), headers=headers)
         streaming = True
         return await _send_binary(request, rendered, headers, response)
     finally:
         if not streaming:
             response.release()
+
+
+#: binary responses up to this many bytes are copied into one body; larger ones are written
+#: straight from shared memory (fewer system calls matter more than a copy for small ones)
+_COPY_BELOW = 64 * 1024
 
 
 class _BinaryResponse(web.StreamResponse):
