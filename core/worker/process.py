@@ -321,10 +321,14 @@ class WorkerProcess:
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
         self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests])
-        if self.execute_timeout_s > 0:
-            self._timers[batch_id] = asyncio.get_running_loop().call_later(
-                self.execute_timeout_s, self._execute_timed_out, batch_id
-            )
+        if self.execute_timeout_s > 0 and len(self._batches) == 1:
+            self._arm_timer(batch_id)
+
+    def _arm_timer(self, batch_id: int) -> None:
+        """Time the batch now executing (batches handed ahead wait their turn in the worker)."""
+        self._timers[batch_id] = asyncio.get_running_loop().call_later(
+            self.execute_timeout_s, self._execute_timed_out, batch_id
+        )
 
     def _execute_timed_out(self, batch_id: int) -> None:
         self._timers.pop(batch_id, None)
@@ -371,6 +375,8 @@ class WorkerProcess:
                 if timer is not None:
                     timer.cancel()
                 batch = self._batches.pop(message[1], None)
+                if self.execute_timeout_s > 0 and self._batches:
+                    self._arm_timer(next(iter(self._batches)))  # the worker starts the next one now
                 if batch is not None:
                     batch.on_done(message[2], None)
             elif kind == Kind.SEGMENT:
