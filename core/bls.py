@@ -99,6 +99,15 @@ class BlsRouter:
         index = 0
         try:
             request = self._request(worker, wire)
+            if wire.get("decoupled") is False:  # the caller takes one response (pb_utils exec())
+                target = self.server.model(request.model_name, request.model_version)
+                if target.decoupled:  # refused before validation, as Triton's python backend does
+                    raise TritonError(
+                        Code.INTERNAL,
+                        f"Model {request.model_name} is using the decoupled. The current BLS request call doesn't "
+                        "support models using the decoupled transaction policy. Please use 'decoupled=True' "
+                        "argument to the 'exec' or 'async_exec' calls for decoupled models.'",
+                    )
             timeout_s = int(wire.get("timeout_us") or 0) / 1e6 or None
             async with asyncio.timeout(timeout_s):
                 async for response in self.server.infer_stream(request):

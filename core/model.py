@@ -169,11 +169,18 @@ class Model:
                 self.pool.free(block)
             raise
         classification = {o.name: o.classification for o in request.outputs if o.classification > 0}
+        params = request.parameters
+        flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
+            _SEQUENCE_END if params.get("sequence_end") else 0
+        )
         wire = {
             "id": request.id,
+            "corr": params.get("sequence_id", 0),
+            "flags": flags,
+            "timeout": params.get("timeout", 0) if type(params.get("timeout", 0)) is int else 0,
             "inputs": wire_inputs,
             "outputs": [o.name for o in request.outputs],
-            "params": _scalar_parameters(request.parameters),
+            "params": _backend_parameters(params),
         }
         loop = asyncio.get_running_loop()
         pending = _Pending(
@@ -325,8 +332,20 @@ def by_name_config(config_name: str) -> str:
     return dt.name if dt is not None else "INVALID"
 
 
-def _scalar_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in parameters.items() if isinstance(v, (bool, int, float, str))}
+_SEQUENCE_START, _SEQUENCE_END = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
+#: request parameters the server itself consumes (Triton keeps them from backends too)
+RESERVED_PARAMETERS = frozenset(
+    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output", "headers"}
+)
+
+
+def _backend_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The request parameters a backend sees: scalars, without the ones the server consumes."""
+    return {
+        k: v
+        for k, v in parameters.items()
+        if k not in RESERVED_PARAMETERS and not k.startswith("triton_") and isinstance(v, (bool, int, float, str))
+    }
 
 
 def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:

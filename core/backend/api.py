@@ -180,12 +180,18 @@ class Request:
         batch dimension included when the model batches).
     :ivar requested_output_names: the outputs the client asked for; empty
         means all outputs of the model.
+    :ivar timeout_us: the request's ``timeout`` parameter in microseconds (0: none).
+
+    The server's own request parameters (``sequence_id``, ``sequence_start``,
+    ``sequence_end``, ``priority``, ``timeout``) arrive as the attributes
+    above, not in :attr:`parameters`, as in Triton.
     """
 
     __slots__ = (
         "id",
         "correlation_id",
         "flags",
+        "timeout_us",
         "parameters",
         "inputs",
         "requested_output_names",
@@ -204,10 +210,12 @@ class Request:
         requested_output_names: list[str],
         sink: ResponseSink,
         token: Any = None,
+        timeout_us: int = 0,
     ) -> None:
         self.id = id
         self.correlation_id = correlation_id
         self.flags = flags
+        self.timeout_us = timeout_us
         self.parameters = parameters
         self.inputs = inputs
         self.requested_output_names = requested_output_names

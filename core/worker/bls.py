@@ -152,11 +152,14 @@ class BlsClient:
         flags: int = 0,
         parameters: Mapping[str, Any] | None = None,
         timeout_us: int = 0,
+        decoupled: bool | None = None,
     ) -> BlsCall:
         """Send one request to ``model_name`` (any model the server hosts).
 
         :param inputs: ``(name, KServe datatype, array)`` per input.
         :param timeout_us: fail the request when it has not finished by then (0: no limit).
+        :param decoupled: False when the caller takes exactly one response (Triton's ``exec()``):
+            a decoupled model is then refused up front, with Triton's message; None: no check.
         :raises TritonError: INVALID_ARG for an input whose array does not fit its datatype.
         """
         worker = self._worker
@@ -184,6 +187,8 @@ class BlsClient:
             "inputs": wire_inputs,
             "outputs": list(requested_outputs),
         }
+        if decoupled is not None:
+            request["decoupled"] = bool(decoupled)
         worker.channel.send([Kind.INFER, call_id, request])
         return call
 

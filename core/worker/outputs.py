@@ -111,6 +111,7 @@ class OutputWriter:
                     list(wire.get("outputs") or []),
                     self,
                     token,
+                    int(wire.get("timeout") or 0),
                 )
             )
         return requests

@@ -50,6 +50,7 @@ class BatchSink(Protocol):
     """What the core hands a worker to execute, and where results go."""
 
     wire_requests: list[dict[str, Any]]
+    payloads: Sequence[Any]  # each with ``final`` (True once its final response came) and ``fail(error)``
 
     def on_response(
         self,
@@ -112,6 +113,9 @@ class WorkerProcess:
         self._calls: dict[int, asyncio.Future[Any]] = {}
         self._call_ids = itertools.count(1)
         self._batches: dict[int, BatchSink] = {}
+        # batches whose execute returned while some of their requests still wait for their final
+        # response (decoupled models answer from other threads after execute returns)
+        self._open: dict[int, BatchSink] = {}
         self._batch_ids = itertools.count(1)
         self._pings: dict[int, asyncio.Future[None]] = {}
         self._exited: asyncio.Future[str] | None = None
@@ -220,6 +224,10 @@ class WorkerProcess:
         batches, self._batches = self._batches, {}
         for batch in batches.values():
             batch.on_done(None, error)
+        open_batches, self._open = self._open, {}
+        for batch in open_batches.values():
+            for payload in batch.payloads:
+                payload.fail(error)
         self.pool.forget_peer(self)
         self.pool.remove_owner(self.id)
         if self.bls is not None:
@@ -365,11 +373,13 @@ class WorkerProcess:
         try:
             if kind == _RESPONSE:
                 _, batch_id, index, flags, outputs, error, parameters = message
-                batch = self._batches.get(batch_id)
+                batch = self._batches.get(batch_id) or self._open.get(batch_id)
                 if batch is None:
                     raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
                 err = TritonError.from_wire(error) if error is not None else None
                 batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
+                if batch_id in self._open and all(p.final for p in batch.payloads):
+                    del self._open[batch_id]
             elif kind == _EXECUTE_DONE:
                 timer = self._timers.pop(message[1], None)
                 if timer is not None:
@@ -379,6 +389,8 @@ class WorkerProcess:
                     self._arm_timer(next(iter(self._batches)))  # the worker starts the next one now
                 if batch is not None:
                     batch.on_done(message[2], None)
+                    if not all(p.final for p in batch.payloads):
+                        self._open[message[1]] = batch
             elif kind == Kind.SEGMENT:
                 if len(fds) != 1:
                     raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
