@@ -98,7 +98,8 @@ def build_repositories(work: Path) -> Path:
     repo = work / "models"
     add_model(repo, "identity_16k", identity_config(dims="[ 4096 ]", max_batch_size=0))
     subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--output", str(repo), "--images", str(work / "images")],
+        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", EFFICIENTNET, "--output", str(repo),
+         "--images", str(work / "images")],
         check=True, capture_output=True, timeout=900,
     )
     return repo

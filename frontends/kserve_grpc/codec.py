@@ -375,6 +375,8 @@ def to_stream_response(response: InferenceResponse, request: InferenceRequest) -
     else:
         message = ModelStreamInferResponse(infer_response=to_infer_response(response))
         infer = message.infer_response
+        if response.final and not response.outputs:
+            infer.model_version = ""  # Triton's flags-only final response names no version
     infer.parameters["triton_final_response"].bool_param = response.final
     return message
 

@@ -30,7 +30,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("efficientnet")
     repo, images = root / "models", root / "images"
     subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / "fetch_models.py"), "--output", str(repo), "--images", str(images)],
+        [sys.executable, str(REPO_ROOT / "examples" / "fetch_models.py"), "--model", MODEL,
+         "--output", str(repo), "--images", str(images)],
         check=True,
         capture_output=True,
         timeout=600,
