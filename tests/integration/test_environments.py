@@ -97,3 +97,35 @@ def test_environment_errors_fail_the_model_clearly(tmp_path, start_server):
         "model 'no_numpy': the execution environment '$$TRITON_MODEL_DIRECTORY/bare' cannot run a tritium worker "
         "(it needs Python >= 3.10 and numpy): ModuleNotFoundError: No module named 'numpy'"
     ) in log
+
+
+PYTHON_MODEL = '''
+import sys
+import numpy as np
+import tabulate
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            row = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy().tolist()
+            table = tabulate.tabulate([row], tablefmt="plain")
+            out = np.array([table.encode(), sys.prefix.encode()], dtype=object)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
+        return responses
+'''
+
+
+def test_a_python_model_in_its_own_environment(environment, tmp_path, start_server):
+    """Triton's EXECUTION_ENV_PATH for a model.py that needs a package the server lacks."""
+    repo = tmp_path / "repo"
+    model = add_model(
+        repo, "m", config("$$TRITON_MODEL_DIRECTORY/env").replace('"table"', '"python"'),
+        files={"1/model.py": PYTHON_MODEL},
+    )
+    shutil.copytree(environment, model / "env", symlinks=True)
+    table, prefix = infer(start_server([repo]))
+    assert table == "1  2"
+    assert prefix == str(model / "env")
