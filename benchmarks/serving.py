@@ -110,7 +110,7 @@ def render(rows: list[Row], reference: dict[str, float]) -> str:
     lines = [
         "## Serving: tritium against in-process onnxruntime",
         "",
-        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/run.py` on this project's CI-class machine "
+        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/serving.py` on this project's CI-class machine "
         f"({os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, CPU only). "
         "perf_analyzer (from tritonclient 2.51.0) runs on the same 2 cores as the server, so its own CPU "
         "is part of every number; runs are back to back in one invocation, with "

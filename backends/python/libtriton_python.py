@@ -60,8 +60,9 @@ from tritium.core.errors import Code, TritonError
 from tritium.core.model_repository.paths import safe_join
 from tritium.core.types import by_config_name
 
-#: frames for decoupled responses and BLS replies must arrive while execute runs
-TRITONBACKEND_THREADED = True
+# No TRITONBACKEND_THREADED: the worker switches to threaded receiving by itself for a
+# decoupled model (at instance initialization) and at a model's first BLS request, so a
+# plain model keeps the faster inline path.
 
 log = logging.getLogger("tritium.backend.python")
 
