@@ -6,6 +6,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .composition import Composition
+
 __all__ = ["ServerOptions", "default_backend_directory"]
 
 
@@ -33,6 +35,8 @@ class ServerOptions:
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    :ivar composition: the backends and endpoints ``build.py`` composed this server with
+        (from ``plugins.toml``; not composed by default).
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -56,5 +60,6 @@ class ServerOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     max_request_bytes: int = 1 << 31
+    composition: Composition = Composition(None, ())
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
+from ..composition import check_backend
 from ..devices import gpu_ids
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
@@ -183,6 +184,10 @@ class ModelRepositoryManager:
                 raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
             if config.HasField("sequence_batching"):
                 raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
+            check_backend(
+                self.options.composition, entry.name, config.backend, source.path, version,
+                self.options.backend_directory, config.runtime,
+            )
             model = await load_model(
                 entry.name,
                 version,
