@@ -381,9 +381,10 @@ ARG BASE_IMAGE={plan.base_image}
 # builder: install the wheelhouse offline (pinned, hash-checked) into a virtual environment
 FROM ${{BASE_IMAGE}} AS builder
 COPY wheelhouse/ /tmp/wheelhouse/
-RUN python -m venv {PREFIX} \\
- && {PREFIX}/bin/python -m pip install --no-cache-dir --no-index --find-links=/tmp/wheelhouse \\
-      --require-hashes -r /tmp/wheelhouse/requirements.txt
+# (the base image's pip installs into it: the environment itself carries no pip; needs pip >= 22.3)
+RUN python -m venv --without-pip {PREFIX} \\
+ && python -m pip --python {PREFIX}/bin/python install --no-cache-dir --no-index \\
+      --find-links=/tmp/wheelhouse --require-hashes -r /tmp/wheelhouse/requirements.txt
 COPY plugins.toml {PREFIX}/share/tritium/plugins.toml
 COPY backends/ {PREFIX}/share/tritium/backends/
 
@@ -500,15 +501,18 @@ def write_context(plan: Plan, output: Path, wheels: bool = True) -> None:
 def install(output: Path, target: Path) -> None:
     """Install the composition of ``output`` into a self-contained virtual environment ``target``.
 
+    Like the image: this interpreter's pip installs the wheelhouse offline (no index,
+    no pip configuration) into an environment that carries no pip itself.
+
     :raises BuildError: when ``target`` is a non-empty folder that is not a virtual environment.
     """
     if target.exists() and any(target.iterdir()) and not (target / "pyvenv.cfg").exists():
         raise BuildError(f"--install-dir {target} is a non-empty folder that is not a virtual environment")
-    _run([sys.executable, "-m", "venv", "--clear", str(target)])
+    _run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(target)])
     wheelhouse = output / "wheelhouse"
-    _run([str(target / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-index",
-          f"--find-links={wheelhouse}", "--require-hashes", "-r", str(wheelhouse / "requirements.txt")],
-         env=_clean_env())
+    _run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install", "-q",
+          "--no-cache-dir", "--no-index", f"--find-links={wheelhouse}", "--require-hashes",
+          "-r", str(wheelhouse / "requirements.txt")], env=_clean_env())
     share = target / "share" / "tritium"
     if share.exists():
         shutil.rmtree(share)

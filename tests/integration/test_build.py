@@ -172,8 +172,9 @@ def test_wheelhouse_pins_every_wheel_by_version_and_hash(composed: dict) -> None
 
 def test_fresh_venv_installed_offline_from_the_wheelhouse(composed: dict) -> None:
     venv = composed["venv"]
-    assert "+ " + str(venv / "bin" / "python") + " -m pip install -q --no-cache-dir --no-index" in composed["result"].stdout
-    check = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
+    assert f"-m pip --python {venv / 'bin' / 'python'} install -q --no-cache-dir --no-index" in composed["result"].stdout
+    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "check"],
+                           capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
     # the composed environment's tritium is the installed wheel, not this source tree
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import tritium; print(tritium.__file__)"],
