@@ -47,10 +47,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 try:
     from packaging.requirements import Requirement

@@ -18,14 +18,15 @@ change). Runs in the core process; reads files only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .backend.loader import find_backend_library
 from .errors import Code, TritonError
 
-__all__ = ["Composition", "read_composition", "check_backend", "describe"]
+__all__ = ["Composition", "check_backend", "describe", "read_composition"]
 
 
 @dataclass(frozen=True, slots=True)

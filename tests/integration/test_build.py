@@ -160,7 +160,7 @@ def test_wheelhouse_pins_every_wheel_by_version_and_hash(composed: dict) -> None
     wheelhouse = composed["ctx"] / "wheelhouse"
     wheels = sorted(wheelhouse.glob("*.whl"))
     pins = re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$",
-                      (wheelhouse / "requirements.txt").read_text(), re.M)
+                      (wheelhouse / "requirements.txt").read_text(), re.MULTILINE)
     assert len(pins) == len(wheels)
     names = {name.lower().replace("_", "-") for name, _, _ in pins}
     assert {"tritium", "onnxruntime", "numpy", "aiohttp", "protobuf", "grpcio"} <= names

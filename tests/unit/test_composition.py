@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tritium.core.composition import Composition, check_backend, describe, read_composition
 from tritium.core.errors import Code, TritonError
 
