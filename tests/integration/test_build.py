@@ -96,16 +96,22 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "ctx").exists()
 
 
+BUILTIN = ", ".join(build.builtin_backends())
+ENDPOINTS = ", ".join(build.endpoints())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "build.py: error: choose at least one --backend (built-in: identity, onnxruntime, python, or a folder)"),
+        ([], f"build.py: error: choose at least one --backend (built-in: {BUILTIN}, or a folder)"),
         (["--backend", "tensorflow"], "build.py: error: unknown backend 'tensorflow': not a built-in backend "
-         "(identity, onnxruntime, python) and not a folder holding a libtriton_<name> library"),
+         f"({BUILTIN}) and not a folder holding a libtriton_<name> library"),
         (["--backend", "docs"], "build.py: error: backend folder docs holds no libtriton_<name>.py, "
          "libtriton_<name>/ or libtriton_<name>.so"),
         (["--backend", "python", "--endpoint", "sagemaker"],
-         "build.py: error: unknown endpoint 'sagemaker' (available: http, grpc, metrics)"),
+         f"build.py: error: unknown endpoint 'sagemaker' (available: {ENDPOINTS})"),
+        (["--backend", "examples/backends/add_sub", "--backend", "examples/backends/add_sub/"],
+         "build.py: error: two --backend values provide the same backend name"),
     ],
 )
 def test_bad_selection_is_refused_with_a_clear_message(args: list[str], message: str) -> None:
@@ -113,6 +119,32 @@ def test_bad_selection_is_refused_with_a_clear_message(args: list[str], message:
     assert result.returncode == 1
     assert result.stderr.strip() == message
     assert result.stdout == ""
+
+
+def test_third_party_backend_package_brings_its_requirements(tmp_path: Path) -> None:
+    package = tmp_path / "vendor" / "libtriton_foo"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("TRITONBACKEND_API_VERSION = (1, 0)\n")
+    (package / "__pycache__").mkdir()
+    folder = tmp_path / "bar"
+    folder.mkdir()
+    (folder / "libtriton_bar.py").write_text("")
+    (folder / "pyproject.toml").write_text('[project]\nname = "bar"\ndependencies = ["PyYAML>=5"]\n')
+    args = build.parse_args(["--backend", str(package), "--backend", str(folder), "--endpoint", "http"])
+    plan = build.make_plan(args)
+    assert [(b.name, b.builtin, b.requirements) for b in plan.backends] == [("foo", False, []), ("bar", False, ["PyYAML>=5"])]
+    assert [p.via for p in plan.pins if p.name.lower() == "pyyaml"] == ["backend bar"]
+    build.write_context(plan, tmp_path / "ctx", wheels=False)
+    files = sorted(str(p.relative_to(tmp_path / "ctx" / "backends")) for p in (tmp_path / "ctx" / "backends").rglob("*"))
+    assert files == ["bar", "bar/libtriton_bar.py", "bar/pyproject.toml", "foo", "foo/libtriton_foo",
+                     "foo/libtriton_foo/__init__.py"]
+
+
+def healthcheck_probe(dockerfile: str, port: int) -> str:
+    """The python code of the Dockerfile's HEALTHCHECK, aimed at ``port``."""
+    match = re.search(r'CMD \["python", "-c", "(.*)"\]\n', dockerfile)
+    assert match is not None
+    return re.sub(r"127\.0\.0\.1:800[0-9]", f"127.0.0.1:{port}", match.group(1))
 
 
 # -- a real composition: onnxruntime + http --------------------------------------------------------
@@ -215,6 +247,8 @@ def test_composed_server_serves_efficientnet_and_refuses_the_python_model(compos
         assert expected in server.log()
         with urllib.request.urlopen(f"http://{server.http_url}/v2") as resp:
             assert json.load(resp)["name"] == "tritium"
+        probe = healthcheck_probe((composed["ctx"] / "Dockerfile").read_text(), server.http_port)
+        assert subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 1
         for port in (server.grpc_port, server.metrics_port):  # endpoints not chosen are not served
             with socket.socket() as s:
                 assert s.connect_ex(("127.0.0.1", port)) != 0
@@ -273,3 +307,53 @@ def test_image_serves_health_and_one_inference(composed: dict, models: Path) -> 
             assert resp.status == 200
     finally:
         subprocess.run([engine, "stop", container], capture_output=True)
+
+
+# -- a third-party backend folder over gRPC only -----------------------------------------------------
+@pytest.fixture(scope="module")
+def composed_grpc(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """build.py --backend examples/backends/add_sub --endpoint grpc --install-dir ..., once."""
+    root = tmp_path_factory.mktemp("composed_grpc")
+    run_build("--backend", "examples/backends/add_sub", "--endpoint", "grpc", "--output-dir", str(root / "ctx"),
+              "--install-dir", str(root / "venv"), check=True)
+    return {"root": root, "ctx": root / "ctx", "venv": root / "venv"}
+
+
+def test_third_party_backend_composition_serves_over_grpc_only(composed_grpc: dict) -> None:
+    import tritonclient.grpc as grpcclient
+
+    venv = composed_grpc["venv"]
+    version = subprocess.run([str(venv / "bin" / "tritium-server"), "--version"], capture_output=True, text=True,
+                             cwd=venv, check=True)
+    assert version.stdout == "tritium 0.1.0\nbackends: add_sub (composed by build.py)\nendpoints: grpc\n"
+    names = {w.name.split("-")[0].lower() for w in (composed_grpc["ctx"] / "wheelhouse").glob("*.whl")}
+    assert "onnxruntime" not in names and "tritium" in names
+    repo = composed_grpc["root"] / "models"
+    (repo / "adder" / "1").mkdir(parents=True)
+    (repo / "adder" / "config.pbtxt").write_text('backend: "add_sub"\nmax_batch_size: 0\n')
+    server = ServerProcess([repo], log_path=composed_grpc["root"] / "server.log", python=str(venv / "bin" / "python"),
+                           cwd=venv)
+    server.start(wait_ready=False)
+    try:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        for _ in range(600):
+            try:
+                if client.is_server_ready():
+                    break
+            except Exception as exc:  # not listening yet
+                assert server.proc is not None and server.proc.poll() is None, (exc, server.log())
+            time.sleep(0.1)
+        a = np.array([1.0, 2.0, 3.0], np.float32)
+        b = np.array([0.5, 0.5, 0.5], np.float32)
+        inputs = [grpcclient.InferInput("INPUT0", [3], "FP32"), grpcclient.InferInput("INPUT1", [3], "FP32")]
+        inputs[0].set_data_from_numpy(a)
+        inputs[1].set_data_from_numpy(b)
+        result = client.infer("adder", inputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+        probe = healthcheck_probe((composed_grpc["ctx"] / "Dockerfile").read_text(), server.grpc_port)
+        assert subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 0
+        with socket.socket() as s:  # HTTP was not chosen
+            assert s.connect_ex(("127.0.0.1", server.http_port)) != 0
+    finally:
+        server.stop()
