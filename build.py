@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.metadata as md
+import json
 import os
 import shutil
 import subprocess
@@ -340,13 +341,13 @@ def render_plugins(plan: Plan) -> str:
         "# A model whose backend is not listed in [backends] is refused.",
         "",
         "[backends]",
-        "enabled = [" + ", ".join(f'"{b.name}"' for b in plan.backends) + "]",
+        "enabled = [" + ", ".join(json.dumps(b.name) for b in plan.backends) + "]",  # JSON strings are TOML's
         'directory = "backends"',
     ]
     for part in plan.endpoints:
         lines += ["", f"[frontends.{part.name}]", "enabled = true"]
         if not part.builtin:
-            lines.append(f'module = "{part.source}"')
+            lines.append(f"module = {json.dumps(part.source)}")
     return "\n".join(lines) + "\n"
 
 
