@@ -42,6 +42,29 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 2)]))
         return out
 """
+# a backend that answers which file the memory of its input is mapped from (/proc/self/maps)
+WHERE_BACKEND = """
+import numpy as np
+
+
+def TRITONBACKEND_ModelInstanceExecute(instance, requests):
+    for request in requests:
+        address = request.inputs["INPUT0"].__array_interface__["data"][0]
+        where = "?"
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                if start <= address < end:
+                    where = fields[5] if len(fields) > 5 else "anonymous"
+        request.respond({"OUTPUT0": np.array([where.encode()], dtype=np.object_)})
+"""
+WHERE_CONFIG = """
+backend: "where"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+"""
 SLOW = 'parameters { key: "execute_delay_ms" value { string_value: "1500" } }'
 
 
@@ -51,6 +74,7 @@ def _build(repo: Path) -> None:
     add_model(repo, "slow_fp32", identity_config(extra=SLOW))
     add_model(repo, "py_double", identity_config().replace('backend: "identity"', 'backend: "python"'),
               files={"1/model.py": PY_IDENTITY})
+    add_model(repo, "where", WHERE_CONFIG, files={"libtriton_where.py": WHERE_BACKEND})
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +185,21 @@ def test_aio_clients(server: ServerProcess, regions: Regions) -> None:
 
     for array in asyncio.run(run()):
         np.testing.assert_array_equal(array, DATA)
+
+
+def test_worker_reads_the_input_in_place_from_the_clients_region(server: ServerProcess, regions: Regions) -> None:
+    """Zero copy: the model's input array is the worker's own mapping of the client's object."""
+    _fill(regions)
+    client = httpclient.InferenceServerClient(server.http_url)
+    inp = httpclient.InferInput("INPUT0", [1, 16], "FP32")
+    inp.set_shared_memory("in", 64)
+    where = client.infer("where", [inp]).as_numpy("OUTPUT0")[0]
+    assert where == f"/dev/shm/{regions.key('in')[1:]}".encode()
+    # the same input sent in the request body lies in the core's arena (a memfd segment) instead
+    inp = httpclient.InferInput("INPUT0", [1, 16], "FP32")
+    inp.set_data_from_numpy(DATA)
+    assert client.infer("where", [inp]).as_numpy("OUTPUT0")[0].startswith(b"/memfd:tritium-arena")
+    client.close()
 
 
 def test_bytes_tensors_in_shared_memory(server: ServerProcess, regions: Regions) -> None:
