@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
+from benchmarks.python_backend import IDENTITY as PY_IDENTITY  # noqa: E402  (the same model.py)
 from benchmarks.triton import TritonServer, install_triton  # noqa: E402
 from tests.support.procs import children_of, shm_entries  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
@@ -43,17 +44,6 @@ max_batch_size: 0
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {ELEMENTS} ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {ELEMENTS} ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-"""
-PY_IDENTITY = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
-            for r in requests
-        ]
 """
 SHM = ["--shared-memory", "system", "--output-shared-memory-size", str(NBYTES)]
 CONCURRENCY = 1
@@ -92,7 +82,9 @@ def render(rows: list[Row]) -> str:
         f"Measured {datetime.date.today().isoformat()} by `python benchmarks/shared_memory.py`: perf_analyzer at "
         f"concurrency {CONCURRENCY}, with and without `--shared-memory system` (inputs and outputs in regions). "
         "`identity_py` is the same model.py on both servers; `identity_16mib` is tritium's identity backend. "
-        "Tensor bytes/s count 16 MiB in and 16 MiB out per inference.",
+        "Tensor bytes/s count 16 MiB in and 16 MiB out per inference. "
+        "Both servers ran back to back on the same machine; on a shared machine (another workload running) "
+        "treat the numbers as indicative and the ratios as the result.",
         "",
         "| server | model | protocol | infer/s | tensor MiB/s | p50 (ms) | server CPU / worker CPU per inference (ms) |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
