@@ -365,3 +365,44 @@ def test_soak_leaves_memory_and_descriptors_flat(server: ServerProcess, regions:
     assert {e for e in after[3] if e in mine} == {e for e in before[3] if e in mine}
     assert not any(e.startswith("tritium") and not e.startswith(regions.prefix) for e in after[3] - before[3])
     client.close()
+
+
+# -- perf_analyzer --------------------------------------------------------------------------------------
+def _perf_analyzer() -> tuple[list[str], dict[str, str]] | None:
+    """perf_analyzer and the environment it runs in, or None when it cannot run here."""
+    import shutil
+    import sys
+
+    binary = Path(sys.executable).parent / "perf_analyzer"
+    found = str(binary) if binary.exists() else shutil.which("perf_analyzer")
+    if not found or not Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d").exists():
+        return None
+    try:
+        import nvidia.cuda_runtime  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    lib = os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib")
+    return [found], dict(os.environ, LD_LIBRARY_PATH=lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
+
+
+@pytest.mark.skipif(_perf_analyzer() is None,
+                    reason="perf_analyzer needs libb64-0d (apt) and nvidia-cuda-runtime-cu12 (pip)")
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_analyzer_with_system_shared_memory(server: ServerProcess, protocol: str) -> None:
+    import subprocess
+
+    found = _perf_analyzer()
+    assert found is not None
+    cmd, env = found
+    url = server.http_url if protocol == "http" else server.grpc_url
+    run = subprocess.run(
+        [*cmd, "-m", "identity_fp32", "-u", url, "-i", protocol, "--shared-memory", "system",
+         "--output-shared-memory-size", "64", "--measurement-interval", "1000", "--stability-percentage", "10000",
+         "--max-trials", "3"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Throughput:" in run.stdout
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert client.get_system_shared_memory_status() == []  # it unregistered what it registered
+    client.close()
