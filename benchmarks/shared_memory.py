@@ -117,6 +117,24 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _dev_shm_held(pids: list[int]) -> int:
+    """Bytes of /dev/shm files the processes hold open or mapped (each file once)."""
+    files: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    files.add(target)
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                fields = line.split()
+                if len(fields) > 5 and fields[5].startswith("/dev/shm/"):
+                    files.add(fields[5])
+        except OSError:
+            continue
+    return sum(os.stat(f).st_size for f in files if os.path.exists(f.removesuffix(" (deleted)")))
+
+
 def soak(count: int, output: Path) -> None:
     """N requests (inputs and outputs in regions, regions re-registered every 1,000), memory before/after."""
     warnings.simplefilter("ignore")
@@ -156,11 +174,13 @@ def soak(count: int, output: Path) -> None:
 
             burst(1000)
             workers = children_of(core)
-            before = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), len(shm_entries()))
+            before = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), _dev_shm_held([core, *workers]),
+                      len([e for e in shm_entries() if e.startswith("tritium")]))
             start = time.perf_counter()
             burst(count)
             seconds = time.perf_counter() - start
-            after = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), len(shm_entries()))
+            after = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), _dev_shm_held([core, *workers]),
+                     len([e for e in shm_entries() if e.startswith("tritium")]))
             worker_fds = [len(os.listdir(f"/proc/{w}/fd")) for w in workers]
             client.close()
         finally:
@@ -179,10 +199,11 @@ def soak(count: int, output: Path) -> None:
         "| --- | ---: | ---: |",
         f"| core RSS (KiB) | {before[0]:,} | {after[0]:,} ({growth:+.1%}) |",
         f"| core open descriptors | {before[1]} | {after[1]} |",
-        f"| /dev/shm entries (whole machine) | {before[2]} | {after[2]} |",
+        f"| /dev/shm bytes the server holds open or mapped (the client's regions) | {before[2]:,} | {after[2]:,} |",
+        f"| /dev/shm entries named tritium* (the soak's own two regions) | {before[3]} | {after[3]} |",
         f"| worker open descriptors (after) | | {worker_fds} |",
         "",
-        f"Flat within 5%: **{'yes' if abs(growth) <= 0.05 and before[1] == after[1] else 'no'}**.",
+        f"Flat within 5%: **{'yes' if abs(growth) <= 0.05 and before[1:] == after[1:] else 'no'}**.",
     ]) + "\n"
     write_section(output, "shared_memory_soak", text)
     print(text)
