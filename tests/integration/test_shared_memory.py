@@ -152,6 +152,59 @@ def test_sync_inputs_and_outputs_in_system_shared_memory(server: ServerProcess, 
     client.close()
 
 
+def test_grpc_stream_with_system_shared_memory(server: ServerProcess, regions: Regions) -> None:
+    import queue
+
+    _ins, outs = _fill(regions)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    results: queue.Queue[Any] = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        inputs, outputs = _inputs(grpcclient)
+        client.async_stream_infer("identity_fp32", inputs, outputs=outputs, request_id="s1")
+        bad, _ = _inputs(grpcclient, "nope")
+        client.async_stream_infer("identity_fp32", bad, outputs=outputs, request_id="s2")
+        (first, error1), (second, error2) = results.get(timeout=30), results.get(timeout=30)
+    finally:
+        client.stop_stream()
+    assert error1 is None and first.get_response().id == "s1"
+    assert second is None and error2.message() == "Unable to find shared memory region: 'nope'"
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(outs, np.float32, [1, 16]), DATA)
+    client.close()
+
+
+def test_a_restarted_worker_maps_the_region_again(server: ServerProcess, regions: Regions) -> None:
+    import signal
+    import time
+
+    _ins, outs = _fill(regions)
+    client = httpclient.InferenceServerClient(server.http_url)
+    inputs, outputs = _inputs(httpclient)
+    client.infer("identity_fp32", inputs, outputs=outputs)  # this worker has the region now
+    assert server.proc is not None
+    before = set(children_of(server.proc.pid))
+    victim = _worker_of(server, "identity_fp32")
+    os.kill(victim, signal.SIGKILL)
+    for _ in range(600):
+        if victim not in children_of(server.proc.pid) and client.is_model_ready("identity_fp32"):
+            break
+        time.sleep(0.05)
+    assert set(children_of(server.proc.pid)) != before
+    shm.set_shared_memory_region(outs, [np.zeros((1, 16), np.float32)])
+    client.infer("identity_fp32", inputs, outputs=outputs)
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(outs, np.float32, [1, 16]), DATA)
+    client.close()
+
+
+def _worker_of(server: ServerProcess, model: str) -> int:
+    """The PID of the worker that serves ``model`` (its command line is tritium's worker; its cwd the model folder)."""
+    assert server.proc is not None
+    for pid in children_of(server.proc.pid):
+        if os.readlink(f"/proc/{pid}/cwd").endswith(f"/{model}"):
+            return pid
+    raise AssertionError(f"no worker for {model}")
+
+
 def test_python_model_reads_and_writes_regions(server: ServerProcess, regions: Regions) -> None:
     _ins, outs = _fill(regions)
     client = httpclient.InferenceServerClient(server.http_url)
