@@ -459,3 +459,18 @@ def test_perf_analyzer_with_system_shared_memory(server: ServerProcess, protocol
     client = httpclient.InferenceServerClient(server.http_url)
     assert client.get_system_shared_memory_status() == []  # it unregistered what it registered
     client.close()
+
+
+def test_metrics_and_log_account_registered_regions(server: ServerProcess, regions: Regions) -> None:
+    import urllib.request
+
+    regions.create("m1", 64)
+    regions.create("m2", 4096)
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    assert 'tritium_shared_memory_region_bytes{kind="system"} 4160' in text
+    assert 'tritium_shared_memory_region_count{kind="system"} 2' in text
+    assert 'tritium_shared_memory_region_bytes{kind="cuda"} 0' in text
+    assert "tritium_arena_reserved_bytes" in text
+    assert (f"registered system shared memory region 'm2' (key '{regions.key('m2')}', offset 0, 4096 bytes); "
+            "2 system shared memory regions of 4160 bytes registered, arena ") in server.log()
