@@ -21,7 +21,9 @@ from .bls import BlsRouter
 from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
+from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import TensorPool
+from .memory.shm_region import SharedMemoryManager
 from .model import Model
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
@@ -34,7 +36,15 @@ log = logging.getLogger("tritium.server")
 __all__ = ["InferenceServer", "EXTENSIONS"]
 
 #: Triton protocol extensions this server implements (server metadata lists them).
-EXTENSIONS = ["classification", "model_configuration", "binary_tensor_data", "parameters", "statistics"]
+EXTENSIONS = [
+    "classification",
+    "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
 
 
 class InferenceServer:
@@ -53,6 +63,10 @@ class InferenceServer:
             options.backend_directory = str(composed_directory)
         self.pool = TensorPool(directory=options.arena_dir)
         self.repository = ModelRepositoryManager(options, self.pool)
+        #: Triton's system and CUDA shared-memory extensions (client-registered regions)
+        self.shared_memory = SharedMemoryManager(self.pool)
+        self.cuda_shared_memory = CudaSharedMemoryManager()
+        self.shared_memory.cuda = self.cuda_shared_memory
         self.repository.instance_options.bls = BlsRouter(self)
         self.frontends: list[Frontend] = []
         self._started = False
@@ -108,6 +122,8 @@ class InferenceServer:
             except Exception as exc:  # a frontend failing to stop must not block shutdown
                 log.error("stopping frontend %s: %s", getattr(frontend, "name", frontend), exc)
         await self.repository.unload_all()
+        self.shared_memory.close()
+        self.cuda_shared_memory.close()
         self.pool.close()
 
     # -- health and metadata -----------------------------------------------------------

@@ -65,7 +65,19 @@ class TritiumCollector:
         arena_reserved.add_sample(arena_reserved.name, {}, pool.reserved_bytes)
         arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
         arena_used.add_sample(arena_used.name, {}, pool.used_bytes)
-        return [success, failure, *others, pending, restarts, arena_reserved, arena_used]
+        regions = Metric(
+            "tritium_shared_memory_region_bytes",
+            "Client-registered shared-memory regions, in bytes (not allocated by the server)",
+            "gauge",
+        )
+        regions.add_sample(regions.name, {"kind": "system"}, self.server.shared_memory.registered_bytes)
+        regions.add_sample(regions.name, {"kind": "cuda"}, self.server.cuda_shared_memory.registered_bytes)
+        region_count = Metric(
+            "tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge"
+        )
+        region_count.add_sample(region_count.name, {"kind": "system"}, self.server.shared_memory.region_count)
+        region_count.add_sample(region_count.name, {"kind": "cuda"}, len(self.server.cuda_shared_memory.status()))
+        return [success, failure, *others, pending, restarts, arena_reserved, arena_used, regions, region_count]
 
 
 def _escape(value: str) -> str:

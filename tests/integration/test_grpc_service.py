@@ -30,7 +30,15 @@ from tests.support.clients import module_server, wait_grpc_ready
 from tests.support.server import ServerProcess
 
 
-EXTENSIONS = ["classification", "model_configuration", "binary_tensor_data", "parameters", "statistics"]
+EXTENSIONS = [
+    "classification",
+    "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
 
 SLOW = identity_config(extra='parameters { key: "execute_delay_ms" value { string_value: "400" } }')
 
@@ -285,13 +293,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
         ("RepositoryIndex", pb.RepositoryIndexRequest(), "model repository"),
         ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="identity_fp32"), "model repository"),
         ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="identity_fp32"), "model repository"),
-        ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(), "system shared memory"),
-        ("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="r", key="/r", byte_size=8),
-         "system shared memory"),
-        ("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(), "system shared memory"),
-        ("CudaSharedMemoryStatus", pb.CudaSharedMemoryStatusRequest(), "CUDA shared memory"),
-        ("CudaSharedMemoryRegister", pb.CudaSharedMemoryRegisterRequest(name="r"), "CUDA shared memory"),
-        ("CudaSharedMemoryUnregister", pb.CudaSharedMemoryUnregisterRequest(), "CUDA shared memory"),
         ("TraceSetting", pb.TraceSettingRequest(), "trace"),
         ("LogSettings", pb.LogSettingsRequest(), "logging"),
     ],
