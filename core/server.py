@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 
 from .. import __version__
 from .bls import BlsRouter
+from .cache import open_cache
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .memory.pool import TensorPool
@@ -63,6 +64,7 @@ class InferenceServer:
         :raises TritonError: INTERNAL when a model failed to load and
             ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
         """
+        self.repository.cache = await open_cache(self.options.cache_config)
         await self.repository.load_all()
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
@@ -103,6 +105,8 @@ class InferenceServer:
             except Exception as exc:  # a frontend failing to stop must not block shutdown
                 log.error("stopping frontend %s: %s", getattr(frontend, "name", frontend), exc)
         await self.repository.unload_all()
+        if self.repository.cache is not None:
+            await self.repository.cache.close()
         self.pool.close()
 
     # -- health and metadata -----------------------------------------------------------
