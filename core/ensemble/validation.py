@@ -7,7 +7,7 @@ Two stages, as in Triton:
   every step names a model and maps inputs and outputs, each ensemble tensor
   is written by one step at most, every ensemble input is used, every
   ensemble output is written and connected back to the ensemble inputs
-  (which also catches cycles), and no intermediate tensor is left unused.
+  (a tensor in a cycle is not connected), and no intermediate tensor is left unused.
 * :func:`check_composing` runs once the composing models are loaded: they
   exist and are ready, each step maps only tensors its model has, data types
   agree along every tensor, and the ensemble's ``max_batch_size`` fits every
@@ -98,7 +98,10 @@ def check_scheduling(config: Mapping[str, Any]) -> None:
         consumed.update(step.input_map.values())
         for tensor in step.output_map.values():
             if tensor in producer:
-                raise _fail(f"ensemble tensor '{tensor}' can appear in an output map only once for ensemble '{name}'")
+                raise _fail(
+                    f"ensemble tensor '{tensor}' can appear in an output map only once for ensemble '{name}' "
+                    f"step {step.index}"
+                )
             if tensor in inputs:
                 raise _fail(f"ensemble input '{tensor}' for ensemble '{name}' is written by step {step.index}")
             producer[tensor] = step
@@ -108,37 +111,56 @@ def check_scheduling(config: Mapping[str, Any]) -> None:
     for tensor in outputs:
         if tensor not in producer:
             raise _fail(f"ensemble output '{tensor}' for ensemble {name}' is not used")  # sic
-    # walk back from every output: each tensor must lead to ensemble inputs only (no dangling tensor, no cycle)
+    # which tensors the ensemble inputs can produce: a step runs once all of its inputs exist
+    connected: set[str] = set(inputs)
+    grew = True
+    while grew:
+        grew = False
+        for step in steps:
+            if set(step.input_map.values()) <= connected and not set(step.output_map.values()) <= connected:
+                connected.update(step.output_map.values())
+                grew = True
     visited: set[str] = set(inputs)
     for output in outputs:
-        _connect(name, output, output, producer, visited, set(inputs), [])
+        if output not in connected:
+            leaf = _dangling(output, producer, connected, [])
+            raise _fail(
+                f"output '{output}' for ensemble '{name}' is not written: at least one of its depending tensors, "
+                f"'{leaf}', is not connected"
+            )
+        _mark(output, producer, visited)
     for step in steps:
         for tensor in [*step.input_map.values(), *step.output_map.values()]:
             if tensor not in visited:
                 raise _fail(f"ensemble tensor '{tensor}' is unused in ensemble '{name}'")
 
 
-def _connect(
-    name: str, output: str, tensor: str, producer: dict[str, Step], visited: set[str], inputs: set[str], path: list[str]
-) -> None:
-    if tensor in inputs or (tensor in visited and tensor not in path):
-        return
-    if tensor in path:
-        cycle = " -> ".join([*path[path.index(tensor):], tensor])
-        raise _fail(
-            f"output '{output}' for ensemble '{name}' is not written: its depending tensors form a cycle: {cycle}"
-        )
+def _dangling(tensor: str, producer: dict[str, Step], connected: set[str], path: list[str]) -> str:
+    """The tensor that keeps ``tensor`` from being written: one no step writes, or the last before a cycle."""
     step = producer.get(tensor)
     if step is None:
-        raise _fail(
-            f"output '{output}' for ensemble '{name}' is not written: at least one of its depending tensors, "
-            f"'{tensor}', is not connected"
-        )
+        return tensor
     path.append(tensor)
     for source in step.input_map.values():
-        _connect(name, output, source, producer, visited, inputs, path)
-    path.pop()
-    visited.add(tensor)
+        if source in connected:
+            continue
+        if source in path:
+            return tensor
+        return _dangling(source, producer, connected, path)
+    return tensor
+
+
+def _mark(tensor: str, producer: dict[str, Step], visited: set[str]) -> None:
+    """Mark ``tensor`` and everything it is computed from as used."""
+    stack = [tensor]
+    while stack:
+        t = stack.pop()
+        if t in visited:
+            continue
+        visited.add(t)
+        step = producer.get(t)
+        if step is not None:
+            stack.extend(step.input_map.values())
 
 
 def check_composing(config: Mapping[str, Any], lookup: Callable[[str, str], Any]) -> bool:
@@ -193,8 +215,8 @@ def check_composing(config: Mapping[str, Any], lookup: Callable[[str, str], Any]
         for model_input, spec in model_inputs.items():
             if model_input not in step.input_map and not spec.get("optional", False):
                 raise _fail(
-                    f"in ensemble {name}, input '{model_input}' of model {step.model_name} "
-                    f"(step {step.index}) is not mapped"
+                    f"in ensemble {name}, input {model_input} in model {step.model_name} "
+                    "is not mapped to any ensemble tensors"
                 )
         for model_output, tensor in step.output_map.items():
             if model_output not in model_outputs:
