@@ -47,6 +47,8 @@ class Value:
     datatype: str
     shape: list[int]
     data: Any
+    #: ``(segment id, offset, nbytes)`` when the bytes lie in a shared-memory segment
+    location: tuple[int, int, int] | None = None
 
 
 def _compatible(a: Iteration, b: Iteration) -> bool:
@@ -196,12 +198,15 @@ class EnsembleRun:
         for out in response.outputs:
             tensor = step.output_map.get(out.name)
             if tensor is not None:
-                self._put(tensor, Value(iteration, out.datatype, list(out.shape), out.data))
+                self._put(tensor, Value(iteration, out.datatype, list(out.shape), out.data, out.location))
 
     # -- ensemble responses -------------------------------------------------------------------
     def _emit(self, values: Mapping[str, Value]) -> None:
         wanted = [o.name for o in self.request.outputs] or self.outputs
-        tensors = [OutputTensor(n, values[n].datatype, list(values[n].shape), values[n].data) for n in wanted]
+        tensors = [
+            OutputTensor(n, values[n].datatype, list(values[n].shape), values[n].data, {}, values[n].location)
+            for n in wanted
+        ]
         response = InferenceResponse(self.name, "", self.request.id, tensors)
         self.open += 1
         response._release = self._released

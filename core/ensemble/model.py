@@ -23,6 +23,7 @@ import time
 from typing import Any, AsyncIterator, Callable
 
 from ..errors import Code, TritonError
+from ..model import Model
 from ..request import InferenceRequest
 from ..response import InferenceResponse
 from ..stats import ModelStats
@@ -53,9 +54,21 @@ class EnsembleModel:
     :param config: its normalized config (JSON form; ``model_transaction_policy.decoupled``
         already set when a composing model is decoupled).
     :param lookup: ``(name, version) -> model``: the repository's lookup of ready models.
+    :param labels: class labels per output name (``label_filename``), for the classification extension.
     """
 
-    def __init__(self, name: str, version: int, path: str, config: dict[str, Any], lookup: Callable[[str, str], Any]) -> None:
+    #: the classification extension on an ensemble output, exactly as on any model's
+    _classify = Model._classify
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: str,
+        config: dict[str, Any],
+        lookup: Callable[[str, str], Any],
+        labels: dict[str, list[str]] | None = None,
+    ) -> None:
         self.name = name
         self.version = version
         self.path = path
@@ -68,7 +81,7 @@ class EnsembleModel:
         self.stats = ModelStats(name, version)
         self.scheduler = _NoScheduler()
         self.instances: list[Any] = []
-        self.labels: dict[str, list[str]] = {}
+        self.labels: dict[str, list[str]] = labels or {}
         self._stopping = False
 
     @property
@@ -160,6 +173,7 @@ class EnsembleModel:
             raise TritonError(Code.UNAVAILABLE, f"model {self.label} is unloading")
         batch_size = self._check(request)
         run = EnsembleRun(self.name, self.steps, self.outputs, self.lookup, request)
+        wanted = {o.name: o.classification for o in request.outputs if o.classification > 0}
         self.scheduler.inflight += 1
         pending: InferenceResponse | None = None
         ok = False
@@ -167,6 +181,12 @@ class EnsembleModel:
             try:
                 async for response in run.responses():
                     response.model_version = str(self.version)
+                    if wanted:
+                        try:
+                            response.outputs = [self._classify(t, wanted) for t in response.outputs]
+                        except TritonError:
+                            response.release()
+                            raise
                     if not self.decoupled:
                         if pending is not None:  # a graph that answered twice: keep the last
                             pending.release()

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
@@ -272,7 +273,8 @@ class ModelRepositoryManager:
 
     def _load_ensemble(self, name: str, version: int, path: str, config: mc.ModelConfig, gpus: Any) -> EnsembleModel:
         """An ensemble version (its composing models are loaded first)."""
-        return EnsembleModel(name, version, path, self._ensemble_config(name, config, gpus), self.get)
+        final = self._ensemble_config(name, config, gpus)
+        return EnsembleModel(name, version, path, final, self.get, read_labels(Path(path), final))
 
     def _wrap(self, model: Any) -> Any:
         """``model`` behind the response cache when its config enables it and the server has one."""

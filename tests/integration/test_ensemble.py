@@ -307,3 +307,10 @@ def test_metrics_list_the_ensemble_and_its_models(server):
     text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
     assert 'nv_inference_request_success{model="ens_ok",version="1"}' in text
     assert 'nv_inference_request_success{model="add_one",version="1"}' in text
+
+
+def test_classification_extension_on_an_ensemble_output(server):
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    out = httpclient.InferRequestedOutput("OUT", class_count=2)
+    result = httpclient.InferenceServerClient(server.http_url).infer("ens_ok", _http_in(x=x), outputs=[out])
+    assert result.as_numpy("OUT").tolist() == [[b"5.000000:3", b"4.000000:2"]]
