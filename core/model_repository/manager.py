@@ -156,6 +156,12 @@ class ModelRepositoryManager:
             entry.reason = exc.message
             log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
             return
+        try:
+            check_cacheable(config_to_dict(config))
+        except TritonError as exc:
+            entry.reason = exc.message
+            log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
+            return
         if config.platform == normalize.ENSEMBLE:
             try:
                 check_scheduling(config_to_dict(config))
