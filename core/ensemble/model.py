@@ -27,7 +27,6 @@ from ..model import Model
 from ..request import InferenceRequest
 from ..response import InferenceResponse
 from ..stats import ModelStats
-from ..types import by_config_name
 from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 from .executor import EnsembleRun
 from .validation import step_version, steps_of
@@ -84,15 +83,9 @@ class EnsembleModel:
         self.labels: dict[str, list[str]] = labels or {}
         self._stopping = False
 
-    @property
-    def label(self) -> str:
-        """``'name' version N`` for messages."""
-        return f"'{self.name}' version {self.version}"
-
-    @property
-    def platform(self) -> str:
-        """``ensemble``."""
-        return "ensemble"
+    #: ``'name' version N`` for messages; ``platform`` is the config's (``ensemble``), as any model's
+    label = Model.label
+    platform = Model.platform
 
     @property
     def ready(self) -> bool:
@@ -107,16 +100,8 @@ class EnsembleModel:
                 return False
         return True
 
-    def tensor_metadata(self, which: str) -> list[dict[str, Any]]:
-        """Inputs or outputs (``which`` = ``"input"``/``"output"``) as model metadata lists them."""
-        batch = [-1] if self.signature.max_batch_size > 0 else []
-        out = []
-        for item in self.config.get(which, []):
-            dt = by_config_name(item["data_type"])
-            out.append(
-                {"name": item["name"], "datatype": dt.name if dt else "INVALID", "shape": batch + [int(d) for d in item.get("dims", [])]}
-            )
-        return out
+    #: inputs or outputs as model metadata lists them, exactly as any model's
+    tensor_metadata = Model.tensor_metadata
 
     async def unload(self) -> None:
         """Stop taking requests (the composing models are unloaded on their own)."""

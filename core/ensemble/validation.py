@@ -205,26 +205,22 @@ def check_composing(config: Mapping[str, Any], lookup: Callable[[str, str], Any]
                 f"{step.model_name} which only allows maximum batch size to be {model_batch}"
             )
         pairs = []
-        for model_input, tensor in step.input_map.items():
-            if model_input not in model_inputs:
-                raise _fail(
-                    f"in ensemble {name}, ensemble tensor {tensor} is mapping to non-existing input "
-                    f"{model_input} in model {step.model_name}"
-                )
-            pairs.append((tensor, model_inputs[model_input]))
+        for mapping, specs, wording in (
+            (step.input_map, model_inputs, "is mapping to non-existing input"),
+            (step.output_map, model_outputs, "is mapped from non-existing output"),
+        ):
+            for model_tensor, tensor in mapping.items():
+                if model_tensor not in specs:
+                    raise _fail(
+                        f"in ensemble {name}, ensemble tensor {tensor} {wording} {model_tensor} in model {step.model_name}"
+                    )
+                pairs.append((tensor, specs[model_tensor]))
         for model_input, spec in model_inputs.items():
             if model_input not in step.input_map and not spec.get("optional", False):
                 raise _fail(
                     f"in ensemble {name}, input {model_input} in model {step.model_name} "
                     "is not mapped to any ensemble tensors"
                 )
-        for model_output, tensor in step.output_map.items():
-            if model_output not in model_outputs:
-                raise _fail(
-                    f"in ensemble {name}, ensemble tensor {tensor} is mapped from non-existing output "
-                    f"{model_output} in model {step.model_name}"
-                )
-            pairs.append((tensor, model_outputs[model_output]))
         for tensor, spec in pairs:
             dtype = str(spec.get("data_type", ""))
             seen = types.setdefault(tensor, (dtype, step.model_name))

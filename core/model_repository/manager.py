@@ -152,23 +152,14 @@ class ModelRepositoryManager:
         try:
             raw = read_config_file(source.config_path) if source.config_path.exists() else None
             config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpus)
-        except TritonError as exc:
-            entry.reason = exc.message
-            log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
-            return
-        try:
             check_cacheable(config_to_dict(config))
+            if config.platform == normalize.ENSEMBLE:
+                check_scheduling(config_to_dict(config))
         except TritonError as exc:
             entry.reason = exc.message
             log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
             return
         if config.platform == normalize.ENSEMBLE:
-            try:
-                check_scheduling(config_to_dict(config))
-            except TritonError as exc:
-                entry.reason = exc.message
-                log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
-                return
             try:  # composing models are loaded by now; as in Triton a failure here leaves no version
                 self._ensemble_config(source.name, config, gpus)
             except TritonError as exc:

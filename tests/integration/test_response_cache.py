@@ -156,21 +156,20 @@ def test_decoupled_model_cannot_enable_the_cache(server):
     assert not httpclient.InferenceServerClient(server.http_url).is_model_ready("repeat_cached")
 
 
+def _exit_status(tmp_path: Path, flag: str) -> tuple[int, str]:
+    proc = ServerProcess([tmp_path], [flag], log_path=tmp_path / f"{free_port()}.log")
+    proc.start(wait_ready=False)
+    try:
+        return proc.wait_exit(60), proc.log()
+    finally:
+        proc.stop()
+
+
 def test_unknown_cache_and_bad_flag(tmp_path):
-    proc = ServerProcess([tmp_path], ["--cache-config=memcached,size=1"], log_path=tmp_path / "a.log")
-    proc.start(wait_ready=False)
-    try:
-        assert proc.wait_exit(60) == 1
-    finally:
-        proc.stop()
-    assert "unable to find cache 'memcached': tritium provides the caches 'local' and 'redis'" in proc.log()
-    proc = ServerProcess([tmp_path], ["--cache-config=local"], log_path=tmp_path / "b.log")
-    proc.start(wait_ready=False)
-    try:
-        assert proc.wait_exit(60) == 2
-    finally:
-        proc.stop()
-    assert "--cache-config option format is '<cache name>,<setting>=<value>'. Got local" in proc.log()
+    status, log = _exit_status(tmp_path, "--cache-config=memcached,size=1")
+    assert status == 1 and "unable to find cache 'memcached': tritium provides the caches 'local' and 'redis'" in log
+    status, log = _exit_status(tmp_path, "--cache-config=local")
+    assert status == 2 and "--cache-config option format is '<cache name>,<setting>=<value>'. Got local" in log
 
 
 # -- Redis ------------------------------------------------------------------------------------------------
@@ -227,10 +226,5 @@ def test_redis_cache_serves_identical_bytes_across_server_restarts(tmp_path, red
 
 
 def test_unreachable_redis_stops_the_server(tmp_path):
-    proc = ServerProcess([tmp_path], [f"--cache-config=redis,host=127.0.0.1,port={free_port()}"], log_path=tmp_path / "s.log")
-    proc.start(wait_ready=False)
-    try:
-        assert proc.wait_exit(60) == 1
-    finally:
-        proc.stop()
-    assert "redis cache: cannot reach the Redis server at 127.0.0.1:" in proc.log()
+    status, log = _exit_status(tmp_path, f"--cache-config=redis,host=127.0.0.1,port={free_port()}")
+    assert status == 1 and "redis cache: cannot reach the Redis server at 127.0.0.1:" in log
