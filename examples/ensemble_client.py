@@ -37,7 +37,9 @@ def classify(files: list[str], protocol: str, url: str) -> list[tuple[str, int, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-i", "--protocol", choices=["http", "grpc"], default="http")
-    parser.add_argument("-u", "--url", help="server address (default: localhost:8000 for HTTP, localhost:8001 for gRPC)")
+    parser.add_argument(
+        "-u", "--url", help="server address (default: localhost:8000 for HTTP, localhost:8001 for gRPC)"
+    )
     parser.add_argument("images", nargs="+", help="image files (JPEG, PNG, ...)")
     args = parser.parse_args(argv)
     url = args.url or ("localhost:8001" if args.protocol == "grpc" else "localhost:8000")

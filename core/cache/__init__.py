@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..request import InferenceRequest
@@ -25,7 +26,15 @@ from .local import LocalCache
 
 log = logging.getLogger("tritium.cache")
 
-__all__ = ["CachedModel", "CacheEntry", "ResponseCache", "LocalCache", "open_cache", "parse_cache_setting", "request_key"]
+__all__ = [
+    "CachedModel",
+    "CacheEntry",
+    "ResponseCache",
+    "LocalCache",
+    "open_cache",
+    "parse_cache_setting",
+    "request_key",
+]
 
 CACHES = ("local", "redis")
 
@@ -75,7 +84,9 @@ async def open_cache(config: Mapping[str, Mapping[str, str]]) -> ResponseCache |
         if unknown:
             raise TritonError(Code.INVALID_ARG, f"local cache: unknown setting '{unknown[0]}' (it takes 'size')")
         if "size" not in settings:
-            raise TritonError(Code.INVALID_ARG, "local cache: 'size' (bytes) must be given, e.g. --cache-config=local,size=1048576")
+            raise TritonError(
+                Code.INVALID_ARG, "local cache: 'size' (bytes) must be given, e.g. --cache-config=local,size=1048576"
+            )
         cache: Any = LocalCache(_int("local", "size", settings["size"]))
         log.info("response cache: local, %d bytes", cache.size)
         return cache
@@ -98,7 +109,8 @@ async def open_cache(config: Mapping[str, Mapping[str, str]]) -> ResponseCache |
         log.info("response cache: redis at %s", cache.where)
         return cache
     raise TritonError(
-        Code.INVALID_ARG, f"unable to find cache '{name}': tritium provides the caches {' and '.join(repr(c) for c in CACHES)}"
+        Code.INVALID_ARG,
+        f"unable to find cache '{name}': tritium provides the caches {' and '.join(repr(c) for c in CACHES)}",
     )
 
 

@@ -31,8 +31,14 @@ class RedisCache:
 
     name = "redis"
 
-    def __init__(self, host: str = "localhost", port: int = 6379, username: str | None = None,
-                 password: str | None = None, db: int = 0) -> None:
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 6379,
+        username: str | None = None,
+        password: str | None = None,
+        db: int = 0,
+    ) -> None:
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -50,7 +56,9 @@ class RedisCache:
         try:
             await self._client.ping()
         except Exception as exc:
-            raise TritonError(Code.UNAVAILABLE, f"redis cache: cannot reach the Redis server at {self.where}: {exc}") from exc
+            raise TritonError(
+                Code.UNAVAILABLE, f"redis cache: cannot reach the Redis server at {self.where}: {exc}"
+            ) from exc
 
     async def lookup(self, key: bytes) -> CacheEntry | None:
         """The entry under ``key``, or None (also when Redis cannot be reached: a miss)."""

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..request import InferenceRequest, InferInput
@@ -149,8 +150,10 @@ class EnsembleRun:
             return
         exc = task.exception()
         if exc is not None and self.error is None:
-            self.error = exc if isinstance(exc, TritonError) else TritonError(
-                Code.INTERNAL, f"in ensemble '{self.name}', {type(exc).__name__}: {exc}"
+            self.error = (
+                exc
+                if isinstance(exc, TritonError)
+                else TritonError(Code.INTERNAL, f"in ensemble '{self.name}', {type(exc).__name__}: {exc}")
             )
             self.queue.put_nowait(self.error)
             for other in list(self.tasks):

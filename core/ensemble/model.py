@@ -20,7 +20,8 @@ Runs on the core's event loop.
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..model import Model
@@ -200,5 +201,7 @@ class EnsembleModel:
                 str(self.version),
                 request.id,
                 final=True,
-                error=None if self.decoupled else TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced"),
+                error=None
+                if self.decoupled
+                else TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced"),
             )

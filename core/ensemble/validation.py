@@ -18,8 +18,9 @@ Runs on the core's event loop (pure functions, no I/O).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import Code, TritonError
 
@@ -212,7 +213,8 @@ def check_composing(config: Mapping[str, Any], lookup: Callable[[str, str], Any]
             for model_tensor, tensor in mapping.items():
                 if model_tensor not in specs:
                     raise _fail(
-                        f"in ensemble {name}, ensemble tensor {tensor} {wording} {model_tensor} in model {step.model_name}"
+                        f"in ensemble {name}, ensemble tensor {tensor} {wording} {model_tensor} "
+                        f"in model {step.model_name}"
                     )
                 pairs.append((tensor, specs[model_tensor]))
         for model_input, spec in model_inputs.items():

@@ -14,8 +14,8 @@ from __future__ import annotations
 import queue
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -37,26 +37,68 @@ TRITON = {
     "decoupled_grpc": "ModelInfer RPC doesn't support models with decoupled transaction policy",
     "unknown": "Request for unknown model: '{}' is not found",
     "metadata": {
-        "name": "ens_ok", "versions": ["1"], "platform": "ensemble",
+        "name": "ens_ok",
+        "versions": ["1"],
+        "platform": "ensemble",
         "inputs": [{"name": "IN", "datatype": "FP32", "shape": [-1, 4]}],
         "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [-1, 4]}],
     },
     "config": {
-        "name": "ens_ok", "platform": "ensemble", "backend": "", "runtime": "",
-        "version_policy": {"latest": {"num_versions": 1}}, "max_batch_size": 8,
-        "input": [{"name": "IN", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [4],
-                   "is_shape_tensor": False, "allow_ragged_batch": False, "optional": False,
-                   "is_non_linear_format_io": False}],
-        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [4], "label_filename": "",
-                    "is_shape_tensor": False, "is_non_linear_format_io": False}],
-        "batch_input": [], "batch_output": [],
-        "ensemble_scheduling": {"step": [
-            {"model_name": "add_one", "model_version": -1, "input_map": {"INPUT0": "IN"},
-             "output_map": {"OUTPUT0": "mid"}, "model_namespace": ""},
-            {"model_name": "add_one", "model_version": -1, "input_map": {"INPUT0": "mid"},
-             "output_map": {"OUTPUT0": "OUT"}, "model_namespace": ""}]},
-        "instance_group": [], "default_model_filename": "", "cc_model_filenames": {}, "metric_tags": {},
-        "parameters": {}, "model_warmup": [], "model_transaction_policy": {"decoupled": False},
+        "name": "ens_ok",
+        "platform": "ensemble",
+        "backend": "",
+        "runtime": "",
+        "version_policy": {"latest": {"num_versions": 1}},
+        "max_batch_size": 8,
+        "input": [
+            {
+                "name": "IN",
+                "data_type": "TYPE_FP32",
+                "format": "FORMAT_NONE",
+                "dims": [4],
+                "is_shape_tensor": False,
+                "allow_ragged_batch": False,
+                "optional": False,
+                "is_non_linear_format_io": False,
+            }
+        ],
+        "output": [
+            {
+                "name": "OUT",
+                "data_type": "TYPE_FP32",
+                "dims": [4],
+                "label_filename": "",
+                "is_shape_tensor": False,
+                "is_non_linear_format_io": False,
+            }
+        ],
+        "batch_input": [],
+        "batch_output": [],
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "add_one",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "IN"},
+                    "output_map": {"OUTPUT0": "mid"},
+                    "model_namespace": "",
+                },
+                {
+                    "model_name": "add_one",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "mid"},
+                    "output_map": {"OUTPUT0": "OUT"},
+                    "model_namespace": "",
+                },
+            ]
+        },
+        "instance_group": [],
+        "default_model_filename": "",
+        "cc_model_filenames": {},
+        "metric_tags": {},
+        "parameters": {},
+        "model_warmup": [],
+        "model_transaction_policy": {"decoupled": False},
     },
 }
 
@@ -68,7 +110,8 @@ CONFIG_ERRORS = {
     "ens_unmapped": "ensemble output 'OUT' for ensemble ens_unmapped' is not used",
     "ens_unused_in": "ensemble input 'IN' for ensemble ens_unused_in' is not used",
     "ens_unknown": "ensemble ens_unknown contains models that are not available or ambiguous: nope",
-    "ens_badinput": "in ensemble ens_badinput, ensemble tensor IN is mapping to non-existing input NOPE in model add_one",
+    "ens_badinput": "in ensemble ens_badinput, ensemble tensor IN is mapping to non-existing input NOPE "
+    "in model add_one",
     # a cycle on the way to an output: b = add2(a, c), c = add_one(b)
     "ens_loop": "output 'OUT' for ensemble 'ens_loop' is not written: at least one of its depending tensors, "
     "'b', is not connected",
@@ -83,20 +126,52 @@ CONFIG_ERRORS = {
 
 def _bad_ensembles(root: Path) -> None:
     one = "add_one"
-    add_ensemble(root, "ens_cycle", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "a"}), step(one, {"INPUT0": "b"}, {"OUTPUT0": "c"}),
-                                     step(one, {"INPUT0": "c"}, {"OUTPUT0": "b"}), step(one, {"INPUT0": "a"}, {"OUTPUT0": "OUT"})])
-    add_ensemble(root, "ens_notproduced", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "ghost"}, {"OUTPUT0": "OUT"})])
-    add_ensemble(root, "ens_unmapped", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "other"})])
+    add_ensemble(
+        root,
+        "ens_cycle",
+        [
+            step(one, {"INPUT0": "IN"}, {"OUTPUT0": "a"}),
+            step(one, {"INPUT0": "b"}, {"OUTPUT0": "c"}),
+            step(one, {"INPUT0": "c"}, {"OUTPUT0": "b"}),
+            step(one, {"INPUT0": "a"}, {"OUTPUT0": "OUT"}),
+        ],
+    )
+    add_ensemble(
+        root,
+        "ens_notproduced",
+        [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "ghost"}, {"OUTPUT0": "OUT"})],
+    )
+    add_ensemble(
+        root,
+        "ens_unmapped",
+        [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "other"})],
+    )
     add_ensemble(root, "ens_unused_in", [step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
-    add_ensemble(root, "ens_unknown", [step("nope", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
-    add_ensemble(root, "ens_badinput", [step(one, {"NOPE": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
-    add_ensemble(root, "ens_loop", [
-        step(one, {"INPUT0": "IN"}, {"OUTPUT0": "a"}),
-        step("add2", {"INPUT0": "a", "INPUT1": "c"}, {"OUTPUT0": "b"}),
-        step(one, {"INPUT0": "b"}, {"OUTPUT0": "c"}),
-        step(one, {"INPUT0": "c"}, {"OUTPUT0": "OUT"}),
-    ])
-    add_ensemble(root, "ens_twice", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "OUT"}), step(one, {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})])
+    add_ensemble(
+        root,
+        "ens_unknown",
+        [step("nope", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+    )
+    add_ensemble(
+        root,
+        "ens_badinput",
+        [step(one, {"NOPE": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+    )
+    add_ensemble(
+        root,
+        "ens_loop",
+        [
+            step(one, {"INPUT0": "IN"}, {"OUTPUT0": "a"}),
+            step("add2", {"INPUT0": "a", "INPUT1": "c"}, {"OUTPUT0": "b"}),
+            step(one, {"INPUT0": "b"}, {"OUTPUT0": "c"}),
+            step(one, {"INPUT0": "c"}, {"OUTPUT0": "OUT"}),
+        ],
+    )
+    add_ensemble(
+        root,
+        "ens_twice",
+        [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "OUT"}), step(one, {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})],
+    )
     add_ensemble(root, "ens_dtype", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})])
     config = root / "ens_dtype" / "config.pbtxt"
     config.write_text(config.read_text().replace('name: "IN" data_type: TYPE_FP32', 'name: "IN" data_type: TYPE_INT32'))
@@ -304,7 +379,8 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.full((1, 4), os.getpid(), np.float32))]) for r in requests]
+        pid = np.full((1, 4), os.getpid(), np.float32)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pid)]) for r in requests]
 """
 
 

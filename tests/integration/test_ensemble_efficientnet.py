@@ -10,8 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -32,9 +32,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("ensemble_efficientnet")
     repo, images = root / "models", root / "images"
     subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / "fetch_models.py"), "--model", ENSEMBLE,
-         "--output", str(repo), "--images", str(images)],
-        check=True, capture_output=True, timeout=600,
+        [
+            sys.executable,
+            str(REPO_ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            ENSEMBLE,
+            "--output",
+            str(repo),
+            "--images",
+            str(images),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     return repo, images
 
@@ -89,9 +99,19 @@ def test_the_documented_client(built, server):
     _, images = built
     for protocol, url in (("http", server.http_url), ("grpc", server.grpc_url)):
         result = subprocess.run(
-            [sys.executable, str(REPO_ROOT / "examples" / "ensemble_client.py"), "-i", protocol, "-u", url,
-             str(images / "coffee.jpg"), str(images / "cat.jpg")],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                str(REPO_ROOT / "examples" / "ensemble_client.py"),
+                "-i",
+                protocol,
+                "-u",
+                url,
+                str(images / "coffee.jpg"),
+                str(images / "cat.jpg"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines() == [

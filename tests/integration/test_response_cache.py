@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -30,10 +30,24 @@ CACHE = "response_cache { enable: true }"
 
 #: Triton 2.51's counts after the four requests of test_hits_and_misses_counted_as_triton
 TRITON_STATS = {
-    "add_one_cached": {"success": 4, "queue": 4, "cache_hit": 3, "cache_miss": 1, "compute_infer": 1,
-                       "inference_count": 1, "execution_count": 1},
-    "ens_cached": {"success": 4, "queue": 4, "cache_hit": 3, "cache_miss": 1, "compute_infer": 1,
-                   "inference_count": 1, "execution_count": 1},
+    "add_one_cached": {
+        "success": 4,
+        "queue": 4,
+        "cache_hit": 3,
+        "cache_miss": 1,
+        "compute_infer": 1,
+        "inference_count": 1,
+        "execution_count": 1,
+    },
+    "ens_cached": {
+        "success": 4,
+        "queue": 4,
+        "cache_hit": 3,
+        "cache_miss": 1,
+        "compute_infer": 1,
+        "inference_count": 1,
+        "execution_count": 1,
+    },
 }
 TRITON_METRICS = [
     'nv_cache_num_hits_per_model{model="add_one_cached",version="1"} 3',
@@ -47,8 +61,12 @@ def _repo(root: Path) -> Path:
     repo = build_repo(root)
     add_python(repo, "add_one_cached", ADD_ONE, CACHE)
     add_python(repo, "repeat_cached", REPEAT, "model_transaction_policy { decoupled: true }\n" + CACHE)
-    add_ensemble(repo, "ens_cached", [step("add_one", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}),
-                                      step("add_one", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})], CACHE)
+    add_ensemble(
+        repo,
+        "ens_cached",
+        [step("add_one", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step("add_one", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+        CACHE,
+    )
     add_model(repo, "id_bytes_cached", identity_config("TYPE_STRING", "[ -1 ]", extra=CACHE))
     return repo
 
@@ -65,7 +83,9 @@ def _wait_ready(proc: ServerProcess, models: list[str]) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("cache")
     repo = _repo(root / "models")
-    proc = ServerProcess([repo], ["--exit-on-error=false", "--cache-config=local,size=1048576"], log_path=root / "server.log")
+    proc = ServerProcess(
+        [repo], ["--exit-on-error=false", "--cache-config=local,size=1048576"], log_path=root / "server.log"
+    )
     proc.start()
     try:
         _wait_ready(proc, ["add_one_cached", "ens_cached", "id_bytes_cached"])
@@ -81,14 +101,20 @@ def _stats(proc: ServerProcess, model: str) -> dict:
 def _counts(stats: dict) -> dict:
     s = stats["inference_stats"]
     return {
-        "success": s["success"]["count"], "queue": s["queue"]["count"], "cache_hit": s["cache_hit"]["count"],
-        "cache_miss": s["cache_miss"]["count"], "compute_infer": s["compute_infer"]["count"],
-        "inference_count": stats["inference_count"], "execution_count": stats["execution_count"],
+        "success": s["success"]["count"],
+        "queue": s["queue"]["count"],
+        "cache_hit": s["cache_hit"]["count"],
+        "cache_miss": s["cache_miss"]["count"],
+        "compute_infer": s["compute_infer"]["count"],
+        "inference_count": stats["inference_count"],
+        "execution_count": stats["execution_count"],
     }
 
 
 def _raw_http(proc: ServerProcess, model: str, name: str, x: np.ndarray) -> bytes:
-    body = json.dumps({"inputs": [{"name": name, "datatype": "FP32", "shape": list(x.shape), "data": x.reshape(-1).tolist()}]})
+    body = json.dumps(
+        {"inputs": [{"name": name, "datatype": "FP32", "shape": list(x.shape), "data": x.reshape(-1).tolist()}]}
+    )
     request = urllib.request.Request(f"http://{proc.http_url}/v2/models/{model}/infer", body.encode(), method="POST")
     with urllib.request.urlopen(request, timeout=60) as response:
         return response.read()
@@ -182,7 +208,8 @@ def redis_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     folder = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         import redis

@@ -44,7 +44,8 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError("step exploded")) for r in requests]
+        error = pb_utils.TritonError("step exploded")
+        return [pb_utils.InferenceResponse(output_tensors=[], error=error) for r in requests]
 """
 
 REPEAT = """
@@ -110,7 +111,11 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """,
     )
     one = "add_one"
-    add_ensemble(root, "ens_ok", [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
+    add_ensemble(
+        root,
+        "ens_ok",
+        [step(one, {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+    )
     add_ensemble(
         root,
         "ens_fail",
@@ -120,7 +125,11 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
             step(one, {"INPUT0": "b"}, {"OUTPUT0": "OUT"}),
         ],
     )
-    add_ensemble(root, "ens_dec", [step("repeat", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
+    add_ensemble(
+        root,
+        "ens_dec",
+        [step("repeat", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
+    )
     # a diamond: two steps from IN run side by side, a third joins them (OUT = (IN + 1) + (IN + 1))
     add_ensemble(
         root,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
-
 from tritium.core.ensemble.executor import EnsembleRun
 from tritium.core.ensemble.validation import steps_of
 from tritium.core.errors import Code, TritonError
@@ -28,7 +28,9 @@ class FakeModel:
     def _response(self, request: InferenceRequest, scale: float = 1.0) -> InferenceResponse:
         arrays = [np.frombuffer(bytes(i.data), np.float32) for i in sorted(request.inputs, key=lambda i: i.name)]
         out = (self.fn(*arrays) * scale).astype(np.float32)
-        response = InferenceResponse("fake", "1", request.id, [OutputTensor("OUTPUT0", "FP32", [out.size], out.tobytes())])
+        response = InferenceResponse(
+            "fake", "1", request.id, [OutputTensor("OUTPUT0", "FP32", [out.size], out.tobytes())]
+        )
         response._release = self._count_release
         return response
 
@@ -54,9 +56,11 @@ class FakeModel:
 
 
 def _config(steps: list[tuple[str, dict[str, str], dict[str, str]]]) -> dict[str, Any]:
-    return {"ensemble_scheduling": {"step": [
-        {"model_name": m, "model_version": -1, "input_map": i, "output_map": o} for m, i, o in steps
-    ]}}
+    return {
+        "ensemble_scheduling": {
+            "step": [{"model_name": m, "model_version": -1, "input_map": i, "output_map": o} for m, i, o in steps]
+        }
+    }
 
 
 def _run(models: dict[str, FakeModel], steps, x: np.ndarray) -> list[list[float]]:

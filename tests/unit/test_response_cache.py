@@ -6,7 +6,6 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from tritium.core.cache import LocalCache, open_cache, parse_cache_setting, request_key
 from tritium.core.cache.base import CacheEntry
 from tritium.core.errors import TritonError
@@ -37,7 +36,9 @@ def test_key_covers_name_version_inputs_and_outputs_but_not_parameters_or_id():
 
 def test_key_does_not_depend_on_input_order():
     a, b = InferInput.from_numpy("A", np.zeros(2, np.int32)), InferInput.from_numpy("B", np.ones(2, np.int32))
-    assert request_key("m", 1, InferenceRequest("m", inputs=[a, b])) == request_key("m", 1, InferenceRequest("m", inputs=[b, a]))
+    assert request_key("m", 1, InferenceRequest("m", inputs=[a, b])) == request_key(
+        "m", 1, InferenceRequest("m", inputs=[b, a])
+    )
 
 
 def _entry(nbytes: int) -> CacheEntry:
