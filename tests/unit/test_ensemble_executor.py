@@ -140,3 +140,36 @@ def test_a_failing_step_names_itself_and_cancels_the_rest():
         _run(models, steps, X)
     assert err.value.code == Code.INVALID_ARG
     assert err.value.message == "in ensemble 'ens', step 1 (model 'fail'): bad things"
+
+
+def test_ensemble_ready_only_while_every_composing_model_is():
+    from tritium.core.ensemble import EnsembleModel
+
+    class Ready:
+        ready = True
+
+    models: dict[str, Any] = {"a": Ready(), "b": Ready()}
+
+    def lookup(name: str, version: str) -> Any:
+        if name not in models:
+            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' is not found")
+        return models[name]
+
+    config = {
+        "name": "ens",
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
+        **_config([("a", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), ("b", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})]),
+    }
+    ensemble = EnsembleModel("ens", 1, "/nowhere", config, lookup)
+    assert ensemble.ready
+    models["b"] = type("Down", (), {"ready": False})()
+    assert not ensemble.ready
+    del models["b"]
+    assert not ensemble.ready
+    models["b"] = Ready()
+    assert ensemble.ready
+    asyncio.run(ensemble.unload())
+    assert not ensemble.ready
