@@ -229,6 +229,11 @@ def test_diamond_runs_parallel_steps_and_joins_them(server):
     np.testing.assert_array_equal(result.as_numpy("OUT"), 2 * (X + 1))
 
 
+def test_an_ensemble_can_be_a_step_of_another(server):
+    result = grpcclient.InferenceServerClient(server.grpc_url).infer("ens_nested", _grpc_in())
+    np.testing.assert_array_equal(result.as_numpy("OUT"), X + 3)
+
+
 def test_error_in_middle_step_fails_request_and_names_the_step(server):
     expected = "in ensemble 'ens_fail', step 1 (model 'fail'): step exploded"
     # Triton's message is the same without "step 1 (model 'fail'): " (a documented difference)
