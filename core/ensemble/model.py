@@ -163,9 +163,10 @@ class EnsembleModel:
         self.scheduler.inflight += 1
         pending: InferenceResponse | None = None
         ok = False
+        responses = run.responses()
         try:
             try:
-                async for response in run.responses():
+                async for response in responses:
                     response.model_version = str(self.version)
                     if wanted:
                         try:
@@ -187,21 +188,19 @@ class EnsembleModel:
             ok = True
         finally:
             self.scheduler.inflight -= 1
+            await responses.aclose()  # cancels the steps still running when the caller went away
             if not ok and pending is not None:
                 pending.release()
         elapsed = time.perf_counter_ns() - start
+        if pending is None and not self.decoupled:
+            self.stats.record_failure(elapsed, "OTHER")
+            error = TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced")
+            yield InferenceResponse(self.name, str(self.version), request.id, error=error, final=True)
+            return
         self.stats.record_execution(batch_size, 0, elapsed, 0)
         self.stats.record_success(batch_size, elapsed, 0, 0, elapsed, 0)
         if pending is not None:
             pending.final = True
             yield pending
-        else:
-            yield InferenceResponse(
-                self.name,
-                str(self.version),
-                request.id,
-                final=True,
-                error=None
-                if self.decoupled
-                else TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced"),
-            )
+        else:  # a decoupled ensemble ends with the final flag alone
+            yield InferenceResponse(self.name, str(self.version), request.id, final=True)

@@ -173,3 +173,30 @@ def test_ensemble_ready_only_while_every_composing_model_is():
     assert ensemble.ready
     asyncio.run(ensemble.unload())
     assert not ensemble.ready
+
+
+def test_a_cancelled_ensemble_request_cancels_its_steps():
+    from tritium.core.ensemble import EnsembleModel
+
+    slow = FakeModel(lambda a: a, delay=30)
+    config = {
+        "name": "ens",
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
+        **_config([("slow", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})]),
+    }
+    ensemble = EnsembleModel("ens", 1, "/nowhere", config, lambda name, version: slow)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(ensemble.infer(InferenceRequest("ens", inputs=[InferInput.from_numpy("IN", X)])))
+        while slow.active == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)  # let the step's cancellation run
+        assert slow.active == 0 and ensemble.scheduler.inflight_count() == 0
+
+    asyncio.run(go())
