@@ -542,7 +542,7 @@ def _build_ensemble(args: argparse.Namespace) -> None:
     the class names for label_postprocess, and the EfficientNet model it runs in its middle step."""
     _build_efficientnet(args)
     for source in sorted(ENSEMBLE_SOURCE.rglob("*")):
-        if source.is_file() and "__pycache__" not in source.parts:
+        if source.is_file() and "__pycache__" not in source.parts and source.name != "README.md":
             _produce_text(args.output / source.relative_to(ENSEMBLE_SOURCE), source.read_text(encoding="utf-8"), args.force)
     _produce(args.output / "label_postprocess" / "labels.txt", write_labels, args.force)
 
