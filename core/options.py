@@ -6,6 +6,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .composition import Composition
+
 __all__ = ["ServerOptions", "default_backend_directory"]
 
 
@@ -34,6 +36,8 @@ class ServerOptions:
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
     :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
+    :ivar composition: the backends and endpoints ``build.py`` composed this server with
+        (from ``plugins.toml``; not composed by default).
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -58,5 +62,6 @@ class ServerOptions:
     metrics_port: int = 8002
     max_request_bytes: int = 1 << 31
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    composition: Composition = Composition(None, ())
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

@@ -19,13 +19,14 @@ from typing import Any, AsyncIterator
 from .. import __version__
 from .bls import BlsRouter
 from .cache import open_cache
+from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .memory.pool import TensorPool
 from .model import Model
 from .model_repository.manager import ModelRepositoryManager
-from .options import ServerOptions
-from .plugins import create_frontends, load_plugin_settings
+from .options import ServerOptions, default_backend_directory
+from .plugins import create_frontends, default_plugins_file, load_plugin_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
 
@@ -46,10 +47,14 @@ class InferenceServer:
 
     def __init__(self, options: ServerOptions, plugins: dict[str, Any] | None = None) -> None:
         self.options = options
+        self.plugins = plugins if plugins is not None else load_plugin_settings()
+        options.composition = read_composition(self.plugins, default_plugins_file().parent)
+        composed_directory = options.composition.backend_directory
+        if composed_directory is not None and options.backend_directory == default_backend_directory():
+            options.backend_directory = str(composed_directory)
         self.pool = TensorPool(directory=options.arena_dir)
         self.repository = ModelRepositoryManager(options, self.pool)
         self.repository.instance_options.bls = BlsRouter(self)
-        self.plugins = plugins if plugins is not None else load_plugin_settings()
         self.frontends: list[Frontend] = []
         self._started = False
         self._stopping = False

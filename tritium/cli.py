@@ -123,6 +123,28 @@ class _NotYet(argparse.Action):
         parser.error(f"{option} is a tritonserver flag for {NOT_YET[option or '']}, which tritium does not support yet")
 
 
+class _Version(argparse.Action):
+    """``--version``: the tritium version, then the backends and endpoints this server has."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        from .core.composition import describe, read_composition
+        from .core.errors import TritonError
+        from .core.options import default_backend_directory
+        from .core.plugins import default_plugins_file, load_plugin_settings
+
+        try:
+            composition = read_composition(load_plugin_settings(), default_plugins_file().parent)
+            directory = composition.backend_directory or default_backend_directory()
+            text = f"tritium {__version__}\n{describe(composition, directory)}\n"
+        except TritonError as exc:
+            parser.exit(1, f"tritium {__version__}\nerror: {exc.message}\n")
+        sys.stdout.write(text)
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (tritonserver's flag names)."""
     p = argparse.ArgumentParser(
@@ -131,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         formatter_class=_HelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"tritium {__version__}")
+    p.add_argument("--version", action=_Version, help="print the version and the backends and endpoints of this server, then exit")
     p.add_argument(
         "--model-repository", "--model-store", dest="model_repository", action="append", default=[],
         metavar="PATH", help="model repository folder (repeatable)",

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..cache import CachedModel, ResponseCache, check_cacheable
+from ..composition import check_backend
 from ..devices import gpu_ids
 from ..ensemble import EnsembleModel, check_composing, check_scheduling
 from ..errors import Code, TritonError
@@ -218,6 +219,10 @@ class ModelRepositoryManager:
                 options = dataclasses.replace(options, python=environment.python, env=environment.env)
             if config.HasField("sequence_batching"):
                 raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
+            check_backend(
+                self.options.composition, entry.name, config.backend, source.path, version,
+                self.options.backend_directory, config.runtime,
+            )
             model = await load_model(
                 entry.name,
                 version,
