@@ -29,26 +29,16 @@ X = np.arange(4, dtype=np.float32).reshape(1, 4)
 CACHE = "response_cache { enable: true }"
 
 #: Triton 2.51's counts after the four requests of test_hits_and_misses_counted_as_triton
-TRITON_STATS = {
-    "add_one_cached": {
-        "success": 4,
-        "queue": 4,
-        "cache_hit": 3,
-        "cache_miss": 1,
-        "compute_infer": 1,
-        "inference_count": 1,
-        "execution_count": 1,
-    },
-    "ens_cached": {
-        "success": 4,
-        "queue": 4,
-        "cache_hit": 3,
-        "cache_miss": 1,
-        "compute_infer": 1,
-        "inference_count": 1,
-        "execution_count": 1,
-    },
+_AFTER_ONE_MISS_THREE_HITS = {
+    "success": 4,
+    "queue": 4,
+    "cache_hit": 3,
+    "cache_miss": 1,
+    "compute_infer": 1,
+    "inference_count": 1,
+    "execution_count": 1,
 }
+TRITON_STATS = {"add_one_cached": _AFTER_ONE_MISS_THREE_HITS, "ens_cached": _AFTER_ONE_MISS_THREE_HITS}
 TRITON_METRICS = [
     'nv_cache_num_hits_per_model{model="add_one_cached",version="1"} 3',
     'nv_cache_num_misses_per_model{model="add_one_cached",version="1"} 1',

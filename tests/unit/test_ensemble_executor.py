@@ -63,6 +63,18 @@ def _config(steps: list[tuple[str, dict[str, str], dict[str, str]]]) -> dict[str
     }
 
 
+def _ensemble_config(steps: list[tuple[str, dict[str, str], dict[str, str]]]) -> dict[str, Any]:
+    """A whole ensemble config (IN FP32 [2] -> OUT FP32 [2], no batching) over ``steps``."""
+    return {
+        "name": "ens",
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
+        **_config(steps),
+    }
+
+
 def _run(models: dict[str, FakeModel], steps, x: np.ndarray) -> list[list[float]]:
     async def go() -> list[list[float]]:
         request = InferenceRequest("ens", inputs=[InferInput.from_numpy("IN", x)])
@@ -155,14 +167,7 @@ def test_ensemble_ready_only_while_every_composing_model_is():
             raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' is not found")
         return models[name]
 
-    config = {
-        "name": "ens",
-        "platform": "ensemble",
-        "max_batch_size": 0,
-        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
-        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
-        **_config([("a", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), ("b", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})]),
-    }
+    config = _ensemble_config([("a", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), ("b", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
     ensemble = EnsembleModel("ens", 1, "/nowhere", config, lookup)
     assert ensemble.ready
     models["b"] = type("Down", (), {"ready": False})()
@@ -179,14 +184,7 @@ def test_a_cancelled_ensemble_request_cancels_its_steps():
     from tritium.core.ensemble import EnsembleModel
 
     slow = FakeModel(lambda a: a, delay=30)
-    config = {
-        "name": "ens",
-        "platform": "ensemble",
-        "max_batch_size": 0,
-        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
-        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}],
-        **_config([("slow", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})]),
-    }
+    config = _ensemble_config([("slow", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})])
     ensemble = EnsembleModel("ens", 1, "/nowhere", config, lambda name, version: slow)
 
     async def go() -> None:
