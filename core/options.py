@@ -35,6 +35,7 @@ class ServerOptions:
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
     :ivar composition: the backends and endpoints ``build.py`` composed this server with
         (from ``plugins.toml``; not composed by default).
     """
@@ -60,6 +61,7 @@ class ServerOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     max_request_bytes: int = 1 << 31
+    cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
     composition: Composition = Composition(None, ())
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

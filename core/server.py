@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 
 from .. import __version__
 from .bls import BlsRouter
+from .cache import open_cache
 from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
@@ -82,6 +83,7 @@ class InferenceServer:
         :raises TritonError: INTERNAL when a model failed to load and
             ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
         """
+        self.repository.cache = await open_cache(self.options.cache_config)
         await self.repository.load_all()
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
@@ -124,6 +126,8 @@ class InferenceServer:
         await self.repository.unload_all()
         self.shared_memory.close()
         self.cuda_shared_memory.close()
+        if self.repository.cache is not None:
+            await self.repository.cache.close()
         self.pool.close()
 
     # -- health and metadata -----------------------------------------------------------

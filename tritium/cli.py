@@ -51,7 +51,6 @@ NOT_YET = {
     "--trace-file": "request tracing",
     "--trace-level": "request tracing",
     "--trace-rate": "request tracing",
-    "--cache-config": "the response cache",
     "--cache-directory": "the response cache",
     "--response-cache-byte-size": "the response cache",
     "--rate-limit": "the rate limiter",
@@ -81,6 +80,15 @@ def _bool(text: str) -> bool:
     if value in _FALSE:
         return False
     raise argparse.ArgumentTypeError(f"invalid boolean value '{text}' (expected true or false)")
+
+
+def _cache_config(text: str) -> tuple[str, dict[str, str]]:
+    from .core.cache import parse_cache_setting
+
+    try:
+        return parse_cache_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _backend_config(text: str) -> tuple[str, str, str]:
@@ -190,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT", help=f"port of {what}")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
+        "--cache-config", action="append", type=_cache_config, default=[],
+        metavar="<cache>,<setting>=<value>",
+        help="the response cache: local,size=<bytes> or redis,host=<host>,port=<port> (repeatable)",
+    )
+    p.add_argument(
         "--max-request-bytes", type=int, default=1 << 31, metavar="BYTES",
         help="tritium: the largest request body accepted over HTTP and gRPC (default 2 GiB)",
     )
@@ -225,7 +238,11 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     backend_config: dict[str, dict[str, str]] = {}
     for backend, key, value in args.backend_config:
         backend_config.setdefault(backend, {})[key] = value
+    cache_config: dict[str, dict[str, str]] = {}
+    for cache, settings in args.cache_config:
+        cache_config.setdefault(cache, {}).update(settings)
     options = ServerOptions(
+        cache_config=cache_config,
         model_repositories=list(args.model_repository),
         backend_config=backend_config,
         auto_complete=auto_complete,

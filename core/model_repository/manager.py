@@ -14,11 +14,14 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
+from ..cache import CachedModel, ResponseCache, check_cacheable
 from ..composition import check_backend
 from ..devices import gpu_ids
+from ..ensemble import EnsembleModel, check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model, ModelState, load_model
@@ -57,6 +60,17 @@ class ModelEntry:
     source: ModelSource | None
     versions: dict[int, VersionStatus] = field(default_factory=dict)
     reason: str = ""
+
+
+def _composing(source: ModelSource) -> set[str]:
+    """Names of the models an ensemble's config composes (empty for other models or unreadable configs)."""
+    try:
+        config = read_config_file(source.config_path) if source.config_path.exists() else None
+    except TritonError:
+        return set()
+    if config is None or config.platform != normalize.ENSEMBLE:
+        return set()
+    return {step.model_name for step in config.ensemble_scheduling.step}
 
 
 def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
@@ -109,6 +123,8 @@ class ModelRepositoryManager:
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
         )
+        #: the server's response cache (set before loading; None without ``--cache-config``)
+        self.cache: ResponseCache | None = None
 
     # -- loading -------------------------------------------------------------------
     async def load_all(self) -> None:
@@ -122,7 +138,13 @@ class ModelRepositoryManager:
             async with limit:
                 await self._load_model(source)
 
-        await asyncio.gather(*(load(src) for src in sources.values()))
+        # ensembles load after the models they compose (an ensemble of ensembles after those)
+        pending = list(sources.values())
+        while pending:
+            names = {src.name for src in pending}
+            ready = [src for src in pending if not (_composing(src) & names)] or pending
+            await asyncio.gather(*(load(src) for src in ready))
+            pending = [src for src in pending if src not in ready]
 
     async def _load_model(self, source: ModelSource) -> None:
         entry = ModelEntry(source.name, source)
@@ -131,10 +153,20 @@ class ModelRepositoryManager:
         try:
             raw = read_config_file(source.config_path) if source.config_path.exists() else None
             config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpus)
+            check_cacheable(config_to_dict(config))
+            if config.platform == normalize.ENSEMBLE:
+                check_scheduling(config_to_dict(config))
         except TritonError as exc:
             entry.reason = exc.message
             log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
             return
+        if config.platform == normalize.ENSEMBLE:
+            try:  # composing models are loaded by now; as in Triton a failure here leaves no version
+                self._ensemble_config(source.name, config, gpus)
+            except TritonError as exc:
+                entry.reason = f"{exc.code.text}: {exc.message}"
+                log.error("failed to load '%s': %s", source.name, entry.reason)
+                return
         versions = versions_to_load(source, config)
         if not versions:
             entry.reason = (
@@ -171,6 +203,11 @@ class ModelRepositoryManager:
             return config_to_dict(checked)
 
         try:
+            if config.platform == normalize.ENSEMBLE:
+                status.model = self._wrap(self._load_ensemble(entry.name, version, str(source.path), config, gpus))
+                status.state = ModelState.READY
+                log.info("successfully loaded '%s' version %d", entry.name, version)
+                return
             config = normalize.instance_groups(config, gpus)
             environment = await asyncio.to_thread(
                 resolve_environment, entry.name, source.path, source.repository, config_to_dict(config)
@@ -180,8 +217,6 @@ class ModelRepositoryManager:
             )
             if environment is not None:
                 options = dataclasses.replace(options, python=environment.python, env=environment.env)
-            if config.platform == normalize.ENSEMBLE:
-                raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
             if config.HasField("sequence_batching"):
                 raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
             check_backend(
@@ -215,9 +250,45 @@ class ModelRepositoryManager:
                 "model '%s': dynamic_batching is configured; this release schedules requests one at a time",
                 entry.name,
             )
-        status.model = model
+        try:
+            status.model = self._wrap(model)
+        except TritonError as exc:
+            await model.unload()
+            status.state = ModelState.UNAVAILABLE
+            status.reason = f"{exc.code.text}: {exc.message}"
+            log.error("failed to load '%s' version %d: %s", entry.name, version, status.reason)
+            return
         status.state = ModelState.READY
         log.info("successfully loaded '%s' version %d", entry.name, version)
+
+    def _ensemble_config(self, name: str, config: mc.ModelConfig, gpus: Any) -> dict[str, Any]:
+        """An ensemble's final config (JSON form), checked against its composing models.
+
+        :raises TritonError: INVALID_ARG with Triton's message.
+        """
+        copy = mc.ModelConfig()
+        copy.CopyFrom(config)
+        final = config_to_dict(normalize.finalize(copy, name, gpus))
+        decoupled = check_composing(final, self.get)
+        final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
+        return final
+
+    def _load_ensemble(self, name: str, version: int, path: str, config: mc.ModelConfig, gpus: Any) -> EnsembleModel:
+        """An ensemble version (its composing models are loaded first)."""
+        final = self._ensemble_config(name, config, gpus)
+        return EnsembleModel(name, version, path, final, self.get, read_labels(Path(path), final))
+
+    def _wrap(self, model: Any) -> Any:
+        """``model`` behind the response cache when its config enables it and the server has one."""
+        if not check_cacheable(model.config):
+            return model
+        if self.cache is None:
+            log.warning(
+                "model '%s' enables the response cache, but the server has none (--cache-config): not caching",
+                model.name,
+            )
+            return model
+        return CachedModel(model, self.cache)
 
     async def unload_all(self) -> None:
         """Unload every loaded version (finalize backends, stop workers)."""
