@@ -19,7 +19,7 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..model_repository.paths import safe_join
@@ -99,20 +99,24 @@ def find_backend_library(
     )
 
 
-def load_backend_module(library: BackendLibrary, backend: str) -> ModuleType:
-    """Import a Python backend library and check its entry points.
+def load_backend_module(library: BackendLibrary, backend: str) -> Any:
+    """Load a backend library and check its entry points.
 
-    :raises TritonError: UNSUPPORTED for a shared library (not supported by
-        this release), INVALID_ARG when the module cannot be imported, lacks
-        ``TRITONBACKEND_ModelInstanceExecute`` or declares an incompatible
-        ``TRITONBACKEND_API_VERSION``.
+    A Python module or package is imported; a shared library is opened by
+    :class:`~tritium.core.backend.native.host.NativeBackend`, which presents
+    the library's C entry points as the same Python functions.
+
+    :raises TritonError: INVALID_ARG when a Python module cannot be imported,
+        lacks ``TRITONBACKEND_ModelInstanceExecute`` or declares an
+        incompatible ``TRITONBACKEND_API_VERSION``; for a shared library, what
+        :class:`NativeBackend` raises (NOT_FOUND for a library that cannot be
+        loaded or lacks the execute entry point, UNAVAILABLE without cffi or a
+        C compiler).
     """
     if library.kind == "shared_library":
-        raise TritonError(
-            Code.UNSUPPORTED,
-            f"backend '{backend}': shared-library backends ({library.path}) are not supported yet; "
-            "write the backend as a Python module libtriton_<name>.py",
-        )
+        from .native.host import NativeBackend  # cffi is imported only for native backends
+
+        return NativeBackend(library.path, backend)
     module_name = f"tritium_backend_{backend}"
     if library.kind == "package":
         spec = importlib.util.spec_from_file_location(
