@@ -9,12 +9,20 @@ first match wins, in
 
 as ``libtriton_B.py`` (a module), ``libtriton_B/`` (a package) or
 ``libtriton_B.so`` (a shared library). The model config's ``runtime`` field
-names another library file to look for in the same places. Runs in the worker
-process (the core never imports a backend).
+names another library file to look for in the same places. When none of them
+has it, an installed distribution may provide it:
+
+4. the entry point ``B`` of group ``tritium.backends`` (``pip install`` a
+   package that declares ``[project.entry-points."tritium.backends"]
+   B = "my_package"``): the package's folder is searched like the places
+   above, and a package without such a file is itself the Python backend.
+
+Runs in the worker process (the core never imports a backend).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -25,9 +33,17 @@ from ..errors import Code, TritonError
 from ..model_repository.paths import safe_join
 from .api import API_VERSION
 
-__all__ = ["BackendLibrary", "find_backend_library", "load_backend_module", "REQUIRED_ENTRY_POINT"]
+__all__ = [
+    "BackendLibrary",
+    "find_backend_library",
+    "load_backend_module",
+    "REQUIRED_ENTRY_POINT",
+    "ENTRY_POINT_GROUP",
+]
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
+#: the entry-point group through which installed distributions provide backends
+ENTRY_POINT_GROUP = "tritium.backends"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +106,9 @@ def find_backend_library(
                 return BackendLibrary(path, "module")
             if path.is_dir() and (path / "__init__.py").is_file():
                 return BackendLibrary(path, "package")
+    found = _from_entry_point(backend, runtime, searched)
+    if found is not None:
+        return found
     raise TritonError(
         Code.NOT_FOUND,
         f"unable to find backend library for backend '{backend}'"
@@ -97,6 +116,34 @@ def find_backend_library(
         + ", searched: "
         + ", ".join(searched),
     )
+
+
+def _from_entry_point(backend: str, runtime: str, searched: list[str]) -> BackendLibrary | None:
+    """Place 4: the ``tritium.backends`` entry point named ``backend`` (see the module docstring)."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=backend):
+        searched.append(f"entry point '{backend}' ({entry.value})")
+        module = entry.value.split(":", 1)[0]
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        folder = origin.parent
+        for name in _candidates(backend, runtime):
+            path = safe_join(folder, name, what="runtime")
+            if name.endswith(".so") and path.is_file():
+                return BackendLibrary(path, "shared_library")
+            if name.endswith(".py") and path.is_file():
+                return BackendLibrary(path, "module")
+            if path.is_dir() and (path / "__init__.py").is_file():
+                return BackendLibrary(path, "package")
+        if not runtime:
+            if spec.submodule_search_locations is not None:
+                return BackendLibrary(folder, "package")
+            return BackendLibrary(origin, "module")
+    return None
 
 
 def load_backend_module(library: BackendLibrary, backend: str) -> Any:
