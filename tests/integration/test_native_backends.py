@@ -55,6 +55,12 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 parameters { key: "execute_timeout_seconds" value: { string_value: "3" } }
 """
+PROBE_CONFIG = """
+backend: "probe"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 3 ] },
+        { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +79,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         # place 1: the version folder
         add_model(repo, "accumulate", ACCUMULATE_CONFIG)
         build_backend(EXAMPLES / "accumulate" / "accumulate.c", repo / "accumulate" / "1" / "libtriton_c_accumulate.so")
+        add_model(repo, "probe", PROBE_CONFIG)
+        build_backend(TEST_BACKENDS / "probe.c", repo / "probe" / "libtriton_probe.so")
         for name in ("misbehave", "noexec", "undefined", "initfail"):
             add_model(repo, name, MISBEHAVE_CONFIG % name)
             build_backend(TEST_BACKENDS / f"{name}.c", repo / name / f"libtriton_{name}.so")
 
-    yield from module_server(root, build, [f"--backend-directory={backends}", "--exit-on-error=false"])
+    yield from module_server(root, build, [f"--backend-directory={backends}", "--exit-on-error=false", "--backend-config=probe,greeting=hi"])
 
 
 @pytest.fixture
@@ -250,3 +258,50 @@ def test_libraries_that_cannot_serve_fail_their_load_with_tritons_messages(
     assert "failed to load 'undefined' version 1: Not found: unable to load shared library: " in log
     assert "libtriton_undefined.so: undefined symbol: TRITONBACKEND_NotAFunction" in log
     assert "failed to load 'initfail' version 1: Invalid argument: model initialize refused" in log
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_the_c_api_reports_the_model_request_and_server_exactly(clients: dict[str, Any], protocol: str) -> None:
+    module = httpclient if protocol == "http" else grpcclient
+    client = clients[protocol]
+    config = client.get_model_config("probe")
+    outputs = config["output"] if protocol == "http" else [
+        {"name": o.name, "data_type": grpcclient.model_config_pb2.DataType.Name(o.data_type), "dims": list(o.dims)}
+        for o in config.config.output
+    ]
+    assert [(o["name"], o["data_type"], [int(d) for d in o["dims"]]) for o in outputs] == [
+        ("REPORT", "TYPE_STRING", [1])
+    ]  # completed by the backend with TRITONBACKEND_ModelSetConfig
+    numbers = module.InferInput("INPUT0", [3], "INT32")
+    numbers.set_data_from_numpy(np.array([1, 2, 3], np.int32))
+    text = module.InferInput("TEXT", [1], "BYTES")
+    text.set_data_from_numpy(np.array([b"four"], np.object_))
+    result = client.infer(
+        "probe", [numbers, text], request_id="req-1", sequence_id=12, sequence_start=True, timeout=5000000
+    )
+    report = result.as_numpy("REPORT")[0].decode()
+    assert report == (
+        "backend_api=1.19 server_api=1.34 model=probe/1 repo=probe artifact=0 backend=probe greeting=hi "
+        "types=FP32,BF16,<invalid>,8,0,3,0 memory=CPU_PINNED,GPU kinds=MODEL error=6/Already exists/dup "
+        "gpu_alloc=Unsupported config_v2=Unsupported auto_complete=1 "
+        "instance=probe_0 kind=CPU device=0 passive=0 cancelled=0 "
+        "id=req-1 flags=1 corr=12 corr_str=- timeout_us=5000000 "
+        "input=INPUT0:INT32:1:3:12:1 input=TEXT:BYTES:1:1:8:1 "
+        "missing_input=unknown request input name NOPE requested=REPORT"
+    )
+    response = result.get_response()
+    if protocol == "http":
+        assert response["parameters"] == {"str": "text", "int": -7, "bool": True, "double": 0.5}
+    else:
+        params = response.parameters
+        assert (params["str"].string_param, params["int"].int64_param, params["bool"].bool_param,
+                params["double"].double_param) == ("text", -7, True, 0.5)
+
+
+def test_a_string_correlation_id_is_only_available_as_a_string(clients: dict[str, Any]) -> None:
+    numbers = httpclient.InferInput("INPUT0", [3], "INT32")
+    numbers.set_data_from_numpy(np.array([1, 2, 3], np.int32))
+    text = httpclient.InferInput("TEXT", [1], "BYTES")
+    text.set_data_from_numpy(np.array([b""], np.object_))
+    report = clients["http"].infer("probe", [numbers, text], sequence_id="seq-a", sequence_end=True)
+    assert " id= flags=2 corr=0 corr_str=seq-a timeout_us=0 " in report.as_numpy("REPORT")[0].decode()
