@@ -153,6 +153,12 @@ class NativeBackend:
         self._model: Model | None = None
         self._model_handle = 0
         self._in_model_initialize = False
+        self._names: dict[str, Any] = {}
+        self._empty = self.ffi.new("char[]", b"")
+        self._input_types: dict[str, DataType] = {}
+        self._all_outputs: list[str] = []
+        self._all_outputs_c: Any = None
+        self._decoupled = False
 
     def _dlerror(self) -> str:
         message = self.lib.tritium_dlerror()
@@ -215,6 +221,7 @@ class NativeBackend:
 
     def TRITONBACKEND_ModelInstanceInitialize(self, instance: ModelInstance) -> None:
         self._c_model.config = self._message(instance.model.config)  # the validated config
+        self._prepare(instance.model.config)
         self._c_instance = self.ffi.new(
             "TRITONBACKEND_ModelInstance*",
             {
@@ -228,21 +235,18 @@ class NativeBackend:
 
     def TRITONBACKEND_ModelInstanceExecute(self, instance: ModelInstance, requests: list[Request]) -> None:
         del instance
-        assert self._model is not None
-        outputs = [str(o["name"]) for o in self._model.config.get("output", [])]
-        decoupled = bool((self._model.config.get("model_transaction_policy") or {}).get("decoupled"))
         array = self.ffi.new("TRITONBACKEND_Request*[]", len(requests))
         handles = []
         for i, request in enumerate(requests):
             handle = _registry.new_id()
-            c_request, keep = self._c_request(handle, request, outputs)
+            c_request, keep = self._c_request(handle, request)
             _registry.requests[handle] = _Request(handle, request, keep)
             handles.append(handle)
             array[i] = c_request
         try:
             self._call(REQUIRED_ENTRY_POINT, self._c_instance, array, len(requests))
         finally:
-            if not decoupled:  # a decoupled backend may keep its requests past execute
+            if not self._decoupled:  # a decoupled backend may keep its requests past execute
                 for handle in handles:
                     _registry.requests.pop(handle, None)
 
@@ -265,21 +269,47 @@ class NativeBackend:
             self._call("TRITONBACKEND_Finalize", self._c_backend)
 
     # -- requests ---------------------------------------------------------------
-    def _c_request(self, handle: int, request: Request, model_outputs: list[str]) -> tuple[Any, list[Any]]:
+    def _prepare(self, config: dict[str, Any]) -> None:
+        """Cache what every request of this model needs (after the config is final)."""
+        from ...types import by_config_name
+
+        self._input_types = {}
+        for spec in config.get("input", []):
+            dt = by_config_name(str(spec.get("data_type", "")))
+            if dt is not None:
+                self._input_types[str(spec["name"])] = dt
+        self._all_outputs = [str(o["name"]) for o in config.get("output", [])]
+        self._all_outputs_c = self.ffi.new("char*[]", [self._name(n) for n in self._all_outputs] or [self.ffi.NULL])
+        self._decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled"))
+
+    def _name(self, text: str) -> Any:
+        """A NUL-terminated copy of a tensor name, kept for the life of the backend."""
+        found = self._names.get(text)
+        if found is None:
+            found = self._names[text] = self.ffi.new("char[]", text.encode())
+        return found
+
+    def _datatype(self, name: str, tensor: np.ndarray) -> DataType:
+        """An input's datatype: from the config (BF16 arrives as uint16), else from numpy."""
+        dt = self._input_types.get(name)
+        if dt is None:
+            from ...types import from_numpy
+
+            dt = from_numpy(tensor.dtype)
+            if dt is None:
+                raise TritonError(Code.INTERNAL, f"input '{name}' has unsupported dtype {tensor.dtype}")
+        return dt
+
+    def _c_request(self, handle: int, request: Request) -> tuple[Any, list[Any]]:
+        """The C struct of one request (no tensor data is copied but BYTES) and what it points into."""
         ffi = self.ffi
-        keep: list[Any] = []
-
-        def cstr(text: str) -> Any:
-            data = ffi.new("char[]", text.encode())
-            keep.append(data)
-            return data
-
-        c_inputs = ffi.new("TRITONBACKEND_Input[]", max(1, len(request.inputs)))
-        keep.append(c_inputs)
-        for i, (name, tensor) in enumerate(request.inputs.items()):
-            dt = _tensor_datatype(self._model, name, tensor)
-            shape = ffi.new("int64_t[]", [int(d) for d in tensor.shape] or [0])
-            keep.append(shape)
+        inputs = request.inputs
+        c_inputs = ffi.new("TRITONBACKEND_Input[]", len(inputs) or 1)
+        shapes = ffi.new("int64_t[]", [int(d) for t in inputs.values() for d in t.shape] or [0])
+        keep: list[Any] = [c_inputs, shapes]
+        offset = 0
+        for i, (name, tensor) in enumerate(inputs.items()):
+            dt = self._datatype(name, tensor)
             if dt.is_bytes:
                 raw = serialize_bytes(tensor)
                 buffer = ffi.from_buffer(raw)
@@ -287,33 +317,42 @@ class NativeBackend:
                 size = len(raw)
             else:
                 size = tensor.nbytes
-                buffer = ffi.cast("void*", tensor.__array_interface__["data"][0]) if size else ffi.NULL
+                buffer = ffi.cast("void*", tensor.ctypes.data) if size else ffi.NULL
             entry = c_inputs[i]
-            entry.name = cstr(name)
+            entry.name = self._name(name)
             entry.datatype = dt.config_value
-            entry.shape = shape
+            entry.shape = shapes + offset
             entry.dims_count = tensor.ndim
             entry.byte_size = size
             entry.buffer = buffer
-        names = list(request.requested_output_names) or model_outputs
-        c_names = ffi.new("char*[]", [cstr(n) for n in names] or [ffi.NULL])
-        keep.append(c_names)
+            offset += tensor.ndim
+        if request.requested_output_names:
+            names = request.requested_output_names
+            c_names = ffi.new("char*[]", [self._name(n) for n in names])
+            keep.append(c_names)
+        else:
+            names, c_names = self._all_outputs, self._all_outputs_c
+        c_request = ffi.new("TRITONBACKEND_Request*")
+        c_request.handle = handle
+        if request.id:
+            text = ffi.new("char[]", request.id.encode())
+            keep.append(text)
+            c_request.id = text
+        else:
+            c_request.id = self._empty
         corr = request.correlation_id
-        c_request = ffi.new(
-            "TRITONBACKEND_Request*",
-            {
-                "handle": handle,
-                "id": cstr(request.id or ""),
-                "correlation_id": corr if isinstance(corr, int) and corr >= 0 else 0,
-                "correlation_id_string": cstr(corr) if isinstance(corr, str) else ffi.NULL,
-                "flags": int(request.flags),
-                "timeout_us": int(request.timeout_us),
-                "input_count": len(request.inputs),
-                "inputs": c_inputs,
-                "output_count": len(names),
-                "output_names": c_names,
-            },
-        )
+        if isinstance(corr, str):
+            text = ffi.new("char[]", corr.encode())
+            keep.append(text)
+            c_request.correlation_id_string = text
+        elif corr:
+            c_request.correlation_id = int(corr)
+        c_request.flags = int(request.flags)
+        c_request.timeout_us = int(request.timeout_us)
+        c_request.input_count = len(inputs)
+        c_request.inputs = c_inputs
+        c_request.output_count = len(names)
+        c_request.output_names = c_names
         keep.append(c_request)
         return c_request, keep
 
@@ -332,23 +371,6 @@ class NativeBackend:
             raise TritonError(Code.INVALID_ARG, "model configuration must be a JSON object")
         self._model.set_config(config)
         self._c_model.config = self._message(config)
-
-
-def _tensor_datatype(model: Model | None, name: str, tensor: np.ndarray) -> DataType:
-    """The input's datatype: from the config (BF16 arrives as uint16), else from numpy."""
-    for spec in (model.config.get("input", []) if model else []):
-        if spec.get("name") == name:
-            from ...types import by_config_name
-
-            dt = by_config_name(str(spec.get("data_type", "")))
-            if dt is not None:
-                return dt
-    from ...types import from_numpy
-
-    dt = from_numpy(tensor.dtype)
-    if dt is None:
-        raise TritonError(Code.INTERNAL, f"input '{name}' has unsupported dtype {tensor.dtype}")
-    return dt
 
 
 def _log_levels() -> int:

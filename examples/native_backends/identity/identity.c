@@ -127,6 +127,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     err = TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL);
     if (err != NULL) TRITONSERVER_ErrorDelete(err);
   }
+  uint64_t exec_end = now_ns();
   return TRITONBACKEND_ModelInstanceReportBatchStatistics(
-      instance, request_count, exec_start, exec_start, now_ns(), now_ns());
+      instance, request_count, exec_start, exec_start, exec_end, exec_end);
 }
