@@ -261,8 +261,8 @@ TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceSetState(
     TRITONBACKEND_ModelInstance* instance, void* state);
 
 /* ---- statistics -------------------------------------------------------------- */
-/* Timestamps in ns of a monotonic clock. Checked and accepted; the statistics
- * extension reports the worker's own measurement of each execution. */
+/* Timestamps in ns of a monotonic clock. Accepted; the statistics extension
+ * reports the worker's own measurement of each execution. */
 TRITONBACKEND_DECLSPEC TRITONSERVER_Error*
 TRITONBACKEND_ModelInstanceReportStatistics(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* request,
