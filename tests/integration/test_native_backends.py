@@ -152,6 +152,19 @@ def test_c_repeat_streams_one_response_per_element_over_grpc(clients: dict[str, 
         client.stop_stream()
 
 
+def test_c_repeat_over_unary_calls_gets_tritons_decoupled_errors(clients: dict[str, Any]) -> None:
+    for protocol, module in (("http", httpclient), ("grpc", grpcclient)):
+        tensor = module.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([1], np.int32))
+        with pytest.raises(InferenceServerException) as info:
+            clients[protocol].infer("repeat", [tensor])
+        if protocol == "http":
+            assert str(info.value) == "[501] HTTP end point doesn't support models with decoupled transaction policy"
+        else:
+            assert info.value.status() == "StatusCode.UNIMPLEMENTED"
+            assert info.value.message() == "ModelInfer RPC doesn't support models with decoupled transaction policy"
+
+
 def test_c_repeat_of_an_empty_tensor_sends_only_the_final_flag(clients: dict[str, Any]) -> None:
     responses: queue.Queue[Any] = queue.Queue()
     client = clients["grpc"]
