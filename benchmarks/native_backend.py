@@ -128,6 +128,21 @@ def render(rows: list[Row], note: str) -> str:
                 ratio = c.throughput / t.throughput
                 lines.append(f"| {size}, concurrency {concurrency}: C throughput ≥ 1.0 × Triton | **{ratio:.2f}×** | "
                              f"{'yes' if ratio >= 1.0 else 'no'} |")
+    lines += [
+        "",
+        "### Reading the numbers",
+        "",
+        "- The two tritium paths do different work. The Python `identity` backend sends each output from the "
+        "request's own input block (no allocation, no copy, nothing to release). The C backend does what Triton's "
+        "identity backend does: `TRITONBACKEND_OutputBuffer` takes a block of the worker's output arena, the backend "
+        "copies into it, and the core later sends the worker a RELEASE frame for it — a Python backend that "
+        "allocates its outputs pays the same.",
+        "- The native adapter itself (C structs for each request, five Python callbacks for the response, output, "
+        "buffer, send and release) costs about 30–40 µs per request in the worker, measured in-process without a "
+        "server.",
+        "- Against Triton, the difference is mostly the core: the Python gRPC server (grpc.aio) spends several times "
+        "the CPU per request of Triton's C++ one (see the serving section above).",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,13 @@ hash of its sources, the Python ABI and the cffi version, so an upgrade
 rebuilds it and concurrent workers build it once (a file lock).
 
 Cache folder: ``$TRITIUM_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/tritium/native``
-(``~/.cache/tritium/native``).
+(``~/.cache/tritium/native``); when that cannot be created,
+``<tmp>/tritium-native-<uid>``.
+
+Why at first use rather than in the wheel: tritium stays a pure-Python
+package that installs anywhere without a compiler; only machines that run
+native backends need one, and ``tritium-config --build-shim`` does the build
+at install time where that is wanted.
 
 The module is imported with ``RTLD_GLOBAL`` so that backend libraries, opened
 afterwards, resolve their ``TRITONBACKEND_*`` / ``TRITONSERVER_*`` symbols to
@@ -134,7 +140,14 @@ def build_shim() -> Path:
     found = _built(folder)
     if found is not None:
         return found
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: build under the temporary directory instead
+        folder = Path(tempfile.gettempdir()) / f"tritium-native-{os.getuid()}" / _key()
+        found = _built(folder)
+        if found is not None:
+            return found
+        folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = _built(folder)
