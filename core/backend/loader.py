@@ -100,12 +100,9 @@ def find_backend_library(
         for name in _candidates(backend, runtime):
             path = safe_join(base, name, what="runtime") if base.exists() else base / name
             searched.append(str(path))
-            if name.endswith(".so") and path.is_file():
-                return BackendLibrary(path, "shared_library")
-            if name.endswith(".py") and path.is_file():
-                return BackendLibrary(path, "module")
-            if path.is_dir() and (path / "__init__.py").is_file():
-                return BackendLibrary(path, "package")
+            found = _library_at(path)
+            if found is not None:
+                return found
     found = _from_entry_point(backend, runtime, searched)
     if found is not None:
         return found
@@ -116,6 +113,17 @@ def find_backend_library(
         + ", searched: "
         + ", ".join(searched),
     )
+
+
+def _library_at(path: Path) -> BackendLibrary | None:
+    """The backend library at ``path`` (a .so, a .py or a package folder), or None."""
+    if path.name.endswith(".so") and path.is_file():
+        return BackendLibrary(path, "shared_library")
+    if path.name.endswith(".py") and path.is_file():
+        return BackendLibrary(path, "module")
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return BackendLibrary(path, "package")
+    return None
 
 
 def _from_entry_point(backend: str, runtime: str, searched: list[str]) -> BackendLibrary | None:
@@ -132,13 +140,9 @@ def _from_entry_point(backend: str, runtime: str, searched: list[str]) -> Backen
         origin = Path(spec.origin)
         folder = origin.parent
         for name in _candidates(backend, runtime):
-            path = safe_join(folder, name, what="runtime")
-            if name.endswith(".so") and path.is_file():
-                return BackendLibrary(path, "shared_library")
-            if name.endswith(".py") and path.is_file():
-                return BackendLibrary(path, "module")
-            if path.is_dir() and (path / "__init__.py").is_file():
-                return BackendLibrary(path, "package")
+            found = _library_at(safe_join(folder, name, what="runtime"))
+            if found is not None:
+                return found
         if not runtime:
             if spec.submodule_search_locations is not None:
                 return BackendLibrary(folder, "package")

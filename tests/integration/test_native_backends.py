@@ -8,9 +8,7 @@ one-line command; a test is skipped when the machine has no C compiler.
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -130,26 +128,57 @@ def test_c_identity_config_and_metadata_are_the_models(clients: dict[str, Any]) 
     assert client.is_model_ready("identity")
 
 
-def test_c_repeat_streams_one_response_per_element_over_grpc(clients: dict[str, Any]) -> None:
+def repeat_stream(client: Any, values: list[int]) -> list[tuple[list[int], list[int]]]:
+    """Stream one request to ``repeat``; its (OUT, IDX) responses until the flags-only final one."""
     responses: queue.Queue[Any] = queue.Queue()
-    client = clients["grpc"]
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
-        tensor = grpcclient.InferInput("IN", [3], "INT32")
-        tensor.set_data_from_numpy(np.array([7, -1, 42], np.int32))
+        tensor = grpcclient.InferInput("IN", [len(values)], "INT32")
+        tensor.set_data_from_numpy(np.array(values, np.int32))
         client.async_stream_infer("repeat", [tensor], request_id="r1", enable_empty_final_response=True)
         got = []
         while True:
             result, error = responses.get(timeout=60)
             assert error is None
-            final = result.get_response().parameters["triton_final_response"].bool_param
-            if final:
+            if result.get_response().parameters["triton_final_response"].bool_param:
                 assert result.as_numpy("OUT") is None
-                break
+                return got
             got.append((result.as_numpy("OUT").tolist(), result.as_numpy("IDX").tolist()))
-        assert got == [([7], [0]), ([-1], [1]), ([42], [2])]
     finally:
         client.stop_stream()
+
+
+def test_c_repeat_streams_one_response_per_element_over_grpc(clients: dict[str, Any]) -> None:
+    assert repeat_stream(clients["grpc"], [7, -1, 42]) == [([7], [0]), ([-1], [1]), ([42], [2])]
+
+
+def test_c_repeat_of_an_empty_tensor_sends_only_the_final_flag(clients: dict[str, Any]) -> None:
+    assert repeat_stream(clients["grpc"], []) == []
+
+
+def test_c_repeat_streams_several_requests_at_once_from_its_threads(clients: dict[str, Any]) -> None:
+    responses: queue.Queue[Any] = queue.Queue()
+    client = clients["grpc"]
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    sent = {"a": list(range(20)), "b": [10, 20], "c": [-5]}
+    try:
+        for request_id, values in sent.items():
+            tensor = grpcclient.InferInput("IN", [len(values)], "INT32")
+            tensor.set_data_from_numpy(np.array(values, np.int32))
+            client.async_stream_infer("repeat", [tensor], request_id=request_id, enable_empty_final_response=True)
+        got: dict[str, list[tuple[int, int]]] = {k: [] for k in sent}
+        finals = 0
+        while finals < len(sent):
+            result, error = responses.get(timeout=60)
+            assert error is None
+            response = result.get_response()
+            if response.parameters["triton_final_response"].bool_param:
+                finals += 1
+            else:
+                got[response.id].append((int(result.as_numpy("OUT")[0]), int(result.as_numpy("IDX")[0])))
+    finally:
+        client.stop_stream()
+    assert got == {k: [(v, i) for i, v in enumerate(values)] for k, values in sent.items()}
 
 
 def test_c_repeat_over_unary_calls_gets_tritons_decoupled_errors(clients: dict[str, Any]) -> None:
@@ -163,21 +192,6 @@ def test_c_repeat_over_unary_calls_gets_tritons_decoupled_errors(clients: dict[s
         else:
             assert info.value.status() == "StatusCode.UNIMPLEMENTED"
             assert info.value.message() == "ModelInfer RPC doesn't support models with decoupled transaction policy"
-
-
-def test_c_repeat_of_an_empty_tensor_sends_only_the_final_flag(clients: dict[str, Any]) -> None:
-    responses: queue.Queue[Any] = queue.Queue()
-    client = clients["grpc"]
-    client.start_stream(callback=lambda result, error: responses.put((result, error)))
-    try:
-        tensor = grpcclient.InferInput("IN", [0], "INT32")
-        tensor.set_data_from_numpy(np.array([], np.int32))
-        client.async_stream_infer("repeat", [tensor], enable_empty_final_response=True)
-        result, error = responses.get(timeout=60)
-        assert error is None
-        assert result.get_response().parameters["triton_final_response"].bool_param
-    finally:
-        client.stop_stream()
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -32,7 +31,7 @@ import numpy as np
 
 from ...errors import Code, TritonError
 from ...tensor import serialize_bytes, tensor_from_buffer
-from ...types import DataType, DATATYPES, by_name, element_count
+from ...types import DataType, DATATYPES, element_count
 from ..api import Backend, Model, ModelInstance, Request
 from .build import load_shim
 
@@ -92,14 +91,16 @@ class _Request:
 
 
 class _Registry:
-    """Handles the C side holds (int64) -> Python objects, shared by all threads."""
+    """Handles the C side holds (int64) -> Python objects, shared by all threads.
+
+    Dict operations are atomic under the GIL, which every callback holds.
+    """
 
     def __init__(self) -> None:
         self.requests: dict[int, _Request] = {}
         self.responses: dict[int, _Response] = {}
         self.models: dict[int, "NativeBackend"] = {}
         self._ids = itertools.count(1)
-        self.lock = threading.Lock()
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -401,8 +402,6 @@ def _install_callbacks(ffi: Any) -> None:
     global _installed
     if _installed:
         return
-    from .build import load_shim
-
     lib = load_shim().lib
 
     def guarded(fn: Callable[..., None]) -> Callable[..., Any]:
