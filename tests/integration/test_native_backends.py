@@ -71,6 +71,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
     def build(repo: Path) -> None:
         add_model(repo, "identity", IDENTITY_CONFIG)
+        # runtime: names another file in the same places
+        add_model(repo, "renamed", IDENTITY_CONFIG + 'runtime: "my_identity.so"\n')
+        build_backend(EXAMPLES / "identity" / "identity.c", repo / "renamed" / "my_identity.so")
         # place 2: the model's folder
         add_model(repo, "repeat", REPEAT_CONFIG)
         build_backend(EXAMPLES / "repeat" / "repeat.c", repo / "repeat" / "libtriton_c_repeat.so")
@@ -126,6 +129,12 @@ def test_c_identity_config_and_metadata_are_the_models(clients: dict[str, Any]) 
     client = clients["http"]
     assert client.get_model_config("identity")["backend"] == "c_identity"
     assert client.is_model_ready("identity")
+
+
+def test_runtime_names_the_shared_library_to_load(clients: dict[str, Any]) -> None:
+    assert clients["http"].get_model_config("renamed")["runtime"] == "my_identity.so"
+    result = clients["http"].infer("renamed", identity_inputs(httpclient))
+    assert result.as_numpy("OUTPUT0").tolist() == [[0.0, 0.25, 0.5, 0.75], [1.0, 1.25, 1.5, 1.75]]
 
 
 def repeat_stream(client: Any, values: list[int]) -> list[tuple[list[int], list[int]]]:
@@ -288,7 +297,9 @@ def test_libraries_that_cannot_serve_fail_their_load_with_tritons_messages(
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_the_c_api_reports_the_model_request_and_server_exactly(clients: dict[str, Any], protocol: str) -> None:
+def test_the_c_api_reports_the_model_request_and_server_exactly(
+    server: ServerProcess, clients: dict[str, Any], protocol: str
+) -> None:
     module = httpclient if protocol == "http" else grpcclient
     client = clients[protocol]
     config = client.get_model_config("probe")
@@ -323,6 +334,7 @@ def test_the_c_api_reports_the_model_request_and_server_exactly(clients: dict[st
         params = response.parameters
         assert (params["str"].string_param, params["int"].int64_param, params["bool"].bool_param,
                 params["double"].double_param) == ("text", -7, True, 0.5)
+    assert "probe.c:42] probe answered" in server.log()  # TRITONSERVER_LogMessage
 
 
 def test_a_string_correlation_id_is_only_available_as_a_string(clients: dict[str, Any]) -> None:

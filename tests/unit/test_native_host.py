@@ -26,7 +26,7 @@ class Sink:
         self.sent: list[tuple[dict[str, np.ndarray] | None, TritonError | None, Any, bool]] = []
 
     def output_buffer(self, request: Request, datatype: str, shape: Sequence[int]) -> np.ndarray:
-        dtype = {"INT32": np.int32, "BF16": np.uint16}[datatype]
+        dtype = {"INT32": np.int32, "INT64": np.int64, "BF16": np.uint16}[datatype]
         return np.zeros(shape, dtype)
 
     def send_response(self, request: Request, outputs: Mapping[str, np.ndarray] | None,
@@ -69,6 +69,15 @@ def test_bf16_goes_through_as_raw_bits(host: Any) -> None:
     [(outputs, error, _, _)] = execute(host, "bf16", {"INPUT": bits})
     assert error is None and outputs is not None
     assert outputs["OUT"].dtype == np.uint16 and outputs["OUT"].tolist() == [0x3F80, 0xC000, 0]
+
+
+def test_buffers_are_the_workers_own_memory_no_copy(host: Any) -> None:
+    data = np.array([1, 2, 3], np.uint16)
+    [(outputs, error, _, _)] = execute(host, "addr", {"INPUT": data})
+    assert error is None and outputs is not None
+    input_address, output_address = outputs["OUT"].tolist()
+    assert input_address == data.ctypes.data  # the input array itself (in the worker: a view of shared memory)
+    assert output_address == outputs["OUT"].ctypes.data  # the array the sink handed out is what is sent
 
 
 def test_a_wrong_output_buffer_size_is_an_invalid_argument(host: Any) -> None:

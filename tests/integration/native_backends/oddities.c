@@ -7,6 +7,7 @@
  *   "release2"  the request released twice: execute returns the second release's error
  *   "delete"    a response created, deleted, then another one sent
  *   "bf16"      BF16 output OUT = INPUT (2-byte elements)
+ *   "addr"      INT64 output OUT = {address of INPUT's buffer, address of OUT's buffer}
  */
 #include <string.h>
 
@@ -47,6 +48,20 @@ static TRITONSERVER_Error* one(TRITONBACKEND_Request* request)
     TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_BF16, shape, dims);
     TRITONBACKEND_OutputBuffer(output, &buffer, size, NULL, NULL);
     memcpy(buffer, in, size);
+    return TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+  }
+  if (strcmp(id, "addr") == 0) {
+    TRITONBACKEND_Input* input;
+    const void* in;
+    uint64_t size;
+    int64_t addresses[2];
+    TRITONBACKEND_RequestInput(request, "INPUT", &input);
+    TRITONBACKEND_InputBuffer(input, 0, &in, &size, NULL, NULL);
+    TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT64, two, 1);
+    TRITONBACKEND_OutputBuffer(output, &buffer, sizeof addresses, NULL, NULL);
+    addresses[0] = (int64_t)(intptr_t)in;
+    addresses[1] = (int64_t)(intptr_t)buffer;
+    memcpy(buffer, addresses, sizeof addresses);
     return TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
   }
   TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT32, two, 1);
