@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ TEST_BACKENDS = ROOT / "tests" / "integration" / "native_backends"
 
 
 def compiler() -> str:
-    """The C compiler ($CC, gcc or cc); skips the test when there is none."""
+    """The C compiler ($CC, gcc or cc); skips the test when there is none, or no Python.h for the shim."""
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        pytest.skip("no Python development headers (Python.h) to build the native-backend shim")
     for name in (os.environ.get("CC"), "gcc", "cc"):
         if name and shutil.which(name):
             return name
