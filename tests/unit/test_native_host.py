@@ -111,9 +111,12 @@ def test_a_second_release_is_refused(host: Any) -> None:
 
 
 def test_a_deleted_response_leaves_no_trace(host: Any) -> None:
-    [(outputs, error, _, final)] = execute(host, "delete")
-    assert error is None and final and outputs is not None
+    from tritium.core.backend.native.host import _registry
+
+    [(outputs, error, parameters, final)] = execute(host, "delete")
+    assert error is None and final and outputs is not None and parameters is None
     assert outputs["OUT"].tolist() == [0, 0]
+    assert (_registry.buffers, _registry.parameters, _registry.requests) == ({}, {}, {})
 
 
 def test_a_missing_execute_entry_point_is_tritons_not_found(tmp_path: Path) -> None:

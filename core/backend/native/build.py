@@ -64,8 +64,16 @@ typedef struct TRITONBACKEND_Input {
 typedef struct TRITONBACKEND_Request {
     int64_t handle; const char* id; uint64_t correlation_id; const char* correlation_id_string;
     uint32_t flags; uint64_t timeout_us; uint32_t input_count; TRITONBACKEND_Input* inputs;
-    uint32_t output_count; const char** output_names;
+    uint32_t output_count; const char** output_names; int released; int notify_release;
 } TRITONBACKEND_Request;
+typedef struct TRITONBACKEND_Response TRITONBACKEND_Response;
+typedef struct TRITONBACKEND_Output {
+    TRITONBACKEND_Response* response; char* name; int datatype; int64_t* shape; uint32_t dims_count;
+    int64_t buffer; struct TRITONBACKEND_Output* next;
+} TRITONBACKEND_Output;
+struct TRITONBACKEND_Response {
+    int64_t request; int64_t parameters; TRITONBACKEND_Output* first; TRITONBACKEND_Output* last;
+};
 
 TRITONSERVER_Error* TRITONSERVER_ErrorNew(int code, const char* msg);
 void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error);
@@ -76,13 +84,11 @@ const char* tritium_dlerror(void);
 int tritium_dlclose(void* handle);
 void tritium_set_log_levels(unsigned levels);
 
-extern "Python" TRITONSERVER_Error* tritium_py_response_new(int64_t, int64_t*);
-extern "Python" TRITONSERVER_Error* tritium_py_response_output(
-    int64_t, const char*, int, const int64_t*, uint32_t, uint32_t*);
-extern "Python" TRITONSERVER_Error* tritium_py_output_buffer(int64_t, uint32_t, uint64_t, void**);
-extern "Python" TRITONSERVER_Error* tritium_py_response_parameter(int64_t, const char*, int, const void*);
-extern "Python" TRITONSERVER_Error* tritium_py_response_send(int64_t, uint32_t, TRITONSERVER_Error*);
-extern "Python" void tritium_py_response_delete(int64_t);
+extern "Python" TRITONSERVER_Error* tritium_py_output_buffer(TRITONBACKEND_Output*, uint64_t, void**);
+extern "Python" TRITONSERVER_Error* tritium_py_response_parameter(
+    TRITONBACKEND_Response*, const char*, int, const void*);
+extern "Python" TRITONSERVER_Error* tritium_py_response_send(TRITONBACKEND_Response*, uint32_t, TRITONSERVER_Error*);
+extern "Python" void tritium_py_response_delete(TRITONBACKEND_Response*);
 extern "Python" TRITONSERVER_Error* tritium_py_factory_send_flags(int64_t, uint32_t);
 extern "Python" TRITONSERVER_Error* tritium_py_request_release(int64_t, uint32_t);
 extern "Python" void tritium_py_log(int, const char*, int, const char*);

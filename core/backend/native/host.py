@@ -4,10 +4,13 @@
 object with the same ``TRITONBACKEND_*`` entry points as a Python backend
 module, so the worker (``core/worker/main.py``) runs a native backend exactly
 like a Python one. Each entry point fills the C structs of the shim
-(``shim.c``) and calls the library's function of the same name; the
-library's calls back into the server (responses, output buffers, logging,
-config) arrive at the ``tritium_py_*`` callbacks below, on whatever thread
-the backend calls from (cffi takes the GIL).
+(``shim.c``) and calls the library's function of the same name. The shim
+answers most of the library's calls itself (accessors; responses and their
+outputs are C structs until they are sent); the few that need the worker
+arrive at the ``tritium_py_*`` callbacks below — ``OutputBuffer``,
+``ResponseSend``, response parameters, a decoupled request's release and
+factory flags, logging, ``ModelSetConfig`` — on whatever thread the backend
+calls from (cffi takes the GIL).
 
 Data path: an input's ``buffer`` is the address of the request's tensor in
 the shared-memory arena (no copy; BYTES inputs are re-serialized once into
@@ -23,7 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,20 +69,12 @@ _LOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.DEBUG)
 
 
 @dataclass(slots=True)
-class _Output:
-    name: str
-    datatype: DataType
-    shape: list[int]
-    array: np.ndarray | None = None
+class _Buffer:
+    """An output buffer handed out by ``TRITONBACKEND_OutputBuffer``."""
+
+    array: np.ndarray | None = None  # shared memory from the request's output_buffer
     raw: Any = None  # BYTES: a cffi char[] the backend writes the serialized tensor into
     raw_size: int = 0
-
-
-@dataclass(slots=True)
-class _Response:
-    request: "_Request"
-    outputs: list[_Output] = field(default_factory=list)
-    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -98,7 +93,8 @@ class _Registry:
 
     def __init__(self) -> None:
         self.requests: dict[int, _Request] = {}
-        self.responses: dict[int, _Response] = {}
+        self.buffers: dict[int, _Buffer] = {}
+        self.parameters: dict[int, dict[str, Any]] = {}
         self.models: dict[int, "NativeBackend"] = {}
         self._ids = itertools.count(1)
 
@@ -318,7 +314,7 @@ class NativeBackend:
                 size = len(raw)
             else:
                 size = tensor.nbytes
-                buffer = ffi.cast("void*", tensor.ctypes.data) if size else ffi.NULL
+                buffer = ffi.from_buffer(tensor) if size else ffi.NULL  # the arena itself: no copy
             entry = c_inputs[i]
             entry.name = self._name(name)
             entry.datatype = dt.config_value
@@ -354,6 +350,7 @@ class NativeBackend:
         c_request.inputs = c_inputs
         c_request.output_count = len(names)
         c_request.output_names = c_names
+        c_request.notify_release = self._decoupled
         keep.append(c_request)
         return c_request, keep
 
@@ -426,77 +423,59 @@ def _install_callbacks(ffi: Any) -> None:
             raise TritonError(Code.INVALID_ARG, "the request was released or does not belong to this execution")
         return entry
 
-    def response_of(handle: int) -> _Response:
-        response = _registry.responses.get(int(handle))
-        if response is None:
-            raise TritonError(Code.INVALID_ARG, "unknown or already sent response")
-        return response
-
-    @ffi.def_extern(name="tritium_py_response_new")
-    @guarded
-    def response_new(request: int, out: Any) -> None:
-        entry = request_of(request)
-        if entry.request.completed:
-            raise TritonError(Code.INVALID_ARG, f"request '{entry.request.id}' already received its final response")
-        handle = _registry.new_id()
-        _registry.responses[handle] = _Response(entry)
-        out[0] = handle
-
-    @ffi.def_extern(name="tritium_py_response_output")
-    @guarded
-    def response_output(response: int, name: Any, datatype: int, shape: Any, dims: int, index: Any) -> None:
-        resp = response_of(response)
-        dt = _BY_VALUE.get(int(datatype))
-        if dt is None:
-            raise TritonError(Code.INVALID_ARG, f"invalid datatype {int(datatype)} for output")
-        dims_list = [int(shape[i]) for i in range(int(dims))]
-        if any(d < 0 for d in dims_list):
-            raise TritonError(Code.INVALID_ARG, f"output shape {dims_list} has a negative dimension")
-        resp.outputs.append(_Output(ffi.string(name).decode(), dt, dims_list))
-        index[0] = len(resp.outputs) - 1
-
     @ffi.def_extern(name="tritium_py_output_buffer")
     @guarded
-    def output_buffer(response: int, index: int, byte_size: int, buffer: Any) -> None:
-        resp = response_of(response)
-        output = resp.outputs[int(index)]
-        if output.datatype.is_bytes:
-            output.raw = ffi.new("char[]", max(1, int(byte_size)))
-            output.array = None
-            output.raw_size = int(byte_size)
-            buffer[0] = output.raw
+    def output_buffer(output: Any, byte_size: int, buffer: Any) -> None:
+        entry = request_of(output.response.request)
+        if entry.request.completed:
+            raise TritonError(Code.INVALID_ARG, f"request '{entry.request.id}' already received its final response")
+        if output.buffer:
+            raise TritonError(Code.INVALID_ARG, f"output '{ffi.string(output.name).decode()}' already has a buffer")
+        dt = _BY_VALUE[output.datatype]
+        handle = _registry.new_id()
+        if dt.is_bytes:
+            raw = ffi.new("char[]", max(1, int(byte_size)))
+            _registry.buffers[handle] = _Buffer(raw=raw, raw_size=int(byte_size))
+            output.buffer = handle
+            buffer[0] = raw
             return
-        expected = element_count(output.shape) * output.datatype.itemsize
+        shape = [output.shape[i] for i in range(output.dims_count)]
+        expected = element_count(shape) * dt.itemsize
         if int(byte_size) != expected:
             raise TritonError(
                 Code.INVALID_ARG,
-                f"output '{output.name}': buffer of {int(byte_size)} bytes requested, but "
-                f"{output.datatype.name} shape {output.shape} needs {expected}",
+                f"output '{ffi.string(output.name).decode()}': buffer of {int(byte_size)} bytes requested, but "
+                f"{dt.name} shape {shape} needs {expected}",
             )
-        array = resp.request.request.output_buffer(output.name, output.datatype.name, output.shape)
-        output.array = array
-        buffer[0] = ffi.cast("void*", array.__array_interface__["data"][0]) if expected else ffi.NULL
+        array = entry.request.output_buffer(ffi.string(output.name).decode(), dt.name, shape)
+        _registry.buffers[handle] = _Buffer(array=array)
+        output.buffer = handle
+        buffer[0] = ffi.from_buffer(array) if expected else ffi.NULL
 
     @ffi.def_extern(name="tritium_py_response_parameter")
     @guarded
-    def response_parameter(response: int, name: Any, kind: int, value: Any) -> None:
-        resp = response_of(response)
+    def response_parameter(response: Any, name: Any, kind: int, value: Any) -> None:
+        if not response.parameters:
+            response.parameters = _registry.new_id()
+            _registry.parameters[response.parameters] = {}
+        parameters = _registry.parameters[response.parameters]
         key = ffi.string(name).decode()
         if kind == _PARAM_STRING:
-            resp.parameters[key] = ffi.string(ffi.cast("char*", value)).decode()
+            parameters[key] = ffi.string(ffi.cast("char*", value)).decode()
         elif kind == _PARAM_INT:
-            resp.parameters[key] = int(ffi.cast("int64_t*", value)[0])
+            parameters[key] = int(ffi.cast("int64_t*", value)[0])
         elif kind == _PARAM_BOOL:
-            resp.parameters[key] = bool(ffi.cast("bool*", value)[0])
+            parameters[key] = bool(ffi.cast("bool*", value)[0])
         else:
-            resp.parameters[key] = float(ffi.cast("double*", value)[0])
+            parameters[key] = float(ffi.cast("double*", value)[0])
 
     @ffi.def_extern(name="tritium_py_response_send")
     @guarded
-    def response_send(response: int, flags: int, error: Any) -> None:
-        resp = _registry.responses.pop(int(response), None)
-        if resp is None:
-            raise TritonError(Code.INVALID_ARG, "unknown or already sent response")
+    def response_send(response: Any, flags: int, error: Any) -> None:
+        outputs, parameters = _take_response(ffi, response, keep=error == ffi.NULL)
+        entry = request_of(response.request)
+        if entry.request.completed:
+            raise TritonError(Code.INVALID_ARG, f"request '{entry.request.id}' already received its final response")
         failure = None
         if error != ffi.NULL:
             code = int(error.code)
@@ -504,18 +483,16 @@ def _install_callbacks(ffi: Any) -> None:
                 Code(code) if 0 <= code <= 7 else Code.UNKNOWN,
                 ffi.string(error.message).decode(errors="replace") if error.message != ffi.NULL else "",
             )
-        outputs: dict[str, np.ndarray] = {}
-        if failure is None:
-            for output in resp.outputs:
-                outputs[output.name] = _output_array(ffi, output)
         final = bool(int(flags) & _RESPONSE_FINAL)
-        entry = resp.request
-        entry.request.respond(outputs or None, error=failure, parameters=resp.parameters or None, final=final)
+        entry.request.respond(outputs or None, error=failure, parameters=parameters or None, final=final)
         _forget_if_done(entry)
 
     @ffi.def_extern(name="tritium_py_response_delete")
-    def response_delete(response: int) -> None:
-        _registry.responses.pop(int(response), None)
+    def response_delete(response: Any) -> None:
+        try:
+            _take_response(ffi, response, keep=False)
+        except TritonError:
+            pass
 
     @ffi.def_extern(name="tritium_py_factory_send_flags")
     @guarded
@@ -530,7 +507,7 @@ def _install_callbacks(ffi: Any) -> None:
     @ffi.def_extern(name="tritium_py_request_release")
     @guarded
     def request_release(request: int, flags: int) -> None:
-        del flags
+        del flags  # decoupled models only: the request may outlive execute
         entry = request_of(request)
         entry.released = True
         _forget_if_done(entry)
@@ -552,17 +529,36 @@ def _install_callbacks(ffi: Any) -> None:
     _installed = True
 
 
-def _output_array(ffi: Any, output: _Output) -> np.ndarray:
-    """The numpy array a response output sends (raises INVALID_ARG when it has no buffer)."""
-    if output.datatype.is_bytes:
-        if output.raw is None:
-            raise TritonError(Code.INVALID_ARG, f"output '{output.name}' has no buffer (TRITONBACKEND_OutputBuffer)")
-        return tensor_from_buffer(output.datatype, output.shape, ffi.buffer(output.raw, output.raw_size))
-    if output.array is None:
-        if element_count(output.shape) == 0:
-            return np.empty(output.shape, dtype=output.datatype.numpy)
-        raise TritonError(Code.INVALID_ARG, f"output '{output.name}' has no buffer (TRITONBACKEND_OutputBuffer)")
-    return output.array
+def _take_response(ffi: Any, response: Any, keep: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Collect (and forget) the outputs and parameters of a C response.
+
+    :param keep: False to give the buffers back without collecting outputs (a deleted or an
+        error response).
+    :raises TritonError: INVALID_ARG for an output without a buffer (when keeping).
+    """
+    parameters = _registry.parameters.pop(response.parameters, None) if response.parameters else None
+    taken = []
+    output = response.first
+    while output != ffi.NULL:  # give every buffer back first, whatever happens below
+        taken.append((output, _registry.buffers.pop(output.buffer, None) if output.buffer else None))
+        output = output.next
+    outputs: dict[str, np.ndarray] = {}
+    if not keep:
+        return outputs, parameters or {}
+    for output, buffer in taken:
+        dt = _BY_VALUE[output.datatype]
+        shape = [output.shape[i] for i in range(output.dims_count)]
+        name = ffi.string(output.name).decode()
+        if buffer is None:
+            if element_count(shape) != 0 or dt.is_bytes:
+                raise TritonError(Code.INVALID_ARG, f"output '{name}' has no buffer (TRITONBACKEND_OutputBuffer)")
+            outputs[name] = np.empty(shape, dtype=dt.numpy)
+        elif dt.is_bytes:
+            outputs[name] = tensor_from_buffer(dt, shape, ffi.buffer(buffer.raw, buffer.raw_size))
+        else:
+            assert buffer.array is not None
+            outputs[name] = buffer.array
+    return outputs, parameters or {}
 
 
 def _forget_if_done(entry: _Request) -> None:

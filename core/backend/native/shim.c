@@ -79,35 +79,41 @@ struct TRITONBACKEND_Request {
   TRITONBACKEND_Input* inputs;
   uint32_t output_count;
   const char** output_names;
+  int released;
+  int notify_release; /* 1: tell the host at release (decoupled models keep requests past execute) */
 };
 
 struct TRITONBACKEND_ResponseFactory {
   int64_t request;
 };
 
+/* Responses and their outputs live here until they are sent; the host sees
+ * them at OutputBuffer (to hand out shared memory) and at ResponseSend. */
 struct TRITONBACKEND_Output {
-  int64_t response;
-  uint32_t index;
+  TRITONBACKEND_Response* response;
+  char* name;
+  int datatype;
+  int64_t* shape;
+  uint32_t dims_count;
+  int64_t buffer; /* the host's handle of the buffer; 0: none yet */
   TRITONBACKEND_Output* next;
 };
 
 struct TRITONBACKEND_Response {
-  int64_t handle;
-  TRITONBACKEND_Output* outputs;
+  int64_t request;
+  int64_t parameters; /* the host's handle of the parameters; 0: none */
+  TRITONBACKEND_Output* first;
+  TRITONBACKEND_Output* last;
 };
 
 /* Python callbacks (see host.py); each returns NULL or a new error. */
-static TRITONSERVER_Error* tritium_py_response_new(int64_t request, int64_t* response);
-static TRITONSERVER_Error* tritium_py_response_output(
-    int64_t response, const char* name, int datatype, const int64_t* shape,
-    uint32_t dims_count, uint32_t* index);
 static TRITONSERVER_Error* tritium_py_output_buffer(
-    int64_t response, uint32_t index, uint64_t byte_size, void** buffer);
+    TRITONBACKEND_Output* output, uint64_t byte_size, void** buffer);
 static TRITONSERVER_Error* tritium_py_response_parameter(
-    int64_t response, const char* name, int type, const void* value);
+    TRITONBACKEND_Response* response, const char* name, int type, const void* value);
 static TRITONSERVER_Error* tritium_py_response_send(
-    int64_t response, uint32_t flags, TRITONSERVER_Error* error);
-static void tritium_py_response_delete(int64_t response);
+    TRITONBACKEND_Response* response, uint32_t flags, TRITONSERVER_Error* error);
+static void tritium_py_response_delete(TRITONBACKEND_Response* response);
 static TRITONSERVER_Error* tritium_py_factory_send_flags(int64_t request, uint32_t flags);
 static TRITONSERVER_Error* tritium_py_request_release(int64_t request, uint32_t flags);
 static void tritium_py_log(int level, const char* filename, int line, const char* msg);
@@ -470,7 +476,14 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(
 TRITONSERVER_Error* TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request, uint32_t release_flags)
 {
   REQUIRE(request, "TRITONBACKEND_RequestRelease: NULL request");
-  return tritium_py_request_release(request->handle, release_flags);
+  if (request->released)
+    return err(TRITONSERVER_ERROR_INVALID_ARG, "the request was released or does not belong to this execution");
+  if (request->notify_release) {
+    TRITONSERVER_Error* error = tritium_py_request_release(request->handle, release_flags);
+    if (error) return error;
+  }
+  request->released = 1;
+  return NULL;
 }
 
 /* ---- response factories ------------------------------------------------------ */
@@ -500,23 +513,19 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseFactorySendFlags(
 /* ---- responses ------------------------------------------------------------ */
 static TRITONSERVER_Error* response_new(TRITONBACKEND_Response** response, int64_t request)
 {
-  int64_t handle = 0;
-  TRITONSERVER_Error* error = tritium_py_response_new(request, &handle);
-  if (error) return error;
   *response = (TRITONBACKEND_Response*)calloc(1, sizeof(TRITONBACKEND_Response));
-  if (*response == NULL) {
-    tritium_py_response_delete(handle);
-    return err(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  }
-  (*response)->handle = handle;
+  if (*response == NULL) return err(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  (*response)->request = request;
   return NULL;
 }
 
 static void response_free(TRITONBACKEND_Response* response)
 {
-  TRITONBACKEND_Output* output = response->outputs;
+  TRITONBACKEND_Output* output = response->first;
   while (output) {
     TRITONBACKEND_Output* next = output->next;
+    free(output->name);
+    free(output->shape);
     free(output);
     output = next;
   }
@@ -526,6 +535,8 @@ static void response_free(TRITONBACKEND_Response* response)
 TRITONSERVER_Error* TRITONBACKEND_ResponseNew(TRITONBACKEND_Response** response, TRITONBACKEND_Request* request)
 {
   REQUIRE(response && request, "TRITONBACKEND_ResponseNew: NULL argument");
+  if (request->released)
+    return err(TRITONSERVER_ERROR_INVALID_ARG, "the request was released or does not belong to this execution");
   return response_new(response, request->handle);
 }
 
@@ -539,7 +550,10 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseNewFromFactory(
 TRITONSERVER_Error* TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response* response)
 {
   if (response == NULL) return NULL;
-  tritium_py_response_delete(response->handle);
+  int held = response->parameters != 0;
+  for (TRITONBACKEND_Output* output = response->first; output; output = output->next)
+    held |= output->buffer != 0;
+  if (held) tritium_py_response_delete(response); /* give back its buffers */
   response_free(response);
   return NULL;
 }
@@ -548,28 +562,28 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseSetStringParameter(
     TRITONBACKEND_Response* response, const char* name, const char* value)
 {
   REQUIRE(response && name && value, "TRITONBACKEND_ResponseSetStringParameter: NULL argument");
-  return tritium_py_response_parameter(response->handle, name, TRITONSERVER_PARAMETER_STRING, value);
+  return tritium_py_response_parameter(response, name, TRITONSERVER_PARAMETER_STRING, value);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseSetIntParameter(
     TRITONBACKEND_Response* response, const char* name, const int64_t value)
 {
   REQUIRE(response && name, "TRITONBACKEND_ResponseSetIntParameter: NULL argument");
-  return tritium_py_response_parameter(response->handle, name, TRITONSERVER_PARAMETER_INT, &value);
+  return tritium_py_response_parameter(response, name, TRITONSERVER_PARAMETER_INT, &value);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseSetBoolParameter(
     TRITONBACKEND_Response* response, const char* name, const bool value)
 {
   REQUIRE(response && name, "TRITONBACKEND_ResponseSetBoolParameter: NULL argument");
-  return tritium_py_response_parameter(response->handle, name, TRITONSERVER_PARAMETER_BOOL, &value);
+  return tritium_py_response_parameter(response, name, TRITONSERVER_PARAMETER_BOOL, &value);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseSetDoubleParameter(
     TRITONBACKEND_Response* response, const char* name, const double value)
 {
   REQUIRE(response && name, "TRITONBACKEND_ResponseSetDoubleParameter: NULL argument");
-  return tritium_py_response_parameter(response->handle, name, TRITONSERVER_PARAMETER_DOUBLE, &value);
+  return tritium_py_response_parameter(response, name, TRITONSERVER_PARAMETER_DOUBLE, &value);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseOutput(
@@ -578,16 +592,35 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseOutput(
 {
   REQUIRE(response && output && name && (shape || dims_count == 0),
           "TRITONBACKEND_ResponseOutput: NULL argument");
-  uint32_t index = 0;
-  TRITONSERVER_Error* error =
-      tritium_py_response_output(response->handle, name, (int)datatype, shape, dims_count, &index);
-  if (error) return error;
-  TRITONBACKEND_Output* out = (TRITONBACKEND_Output*)malloc(sizeof(TRITONBACKEND_Output));
+  if ((unsigned)datatype == TRITONSERVER_TYPE_INVALID || (unsigned)datatype >= N_DATATYPES) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "invalid datatype %d for output '%s'", (int)datatype, name);
+    return err(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  for (uint32_t i = 0; i < dims_count; ++i) {
+    if (shape[i] < 0) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "output '%s' has a negative dimension", name);
+      return err(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    }
+  }
+  TRITONBACKEND_Output* out = (TRITONBACKEND_Output*)calloc(1, sizeof(TRITONBACKEND_Output));
   if (out == NULL) return err(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  out->response = response->handle;
-  out->index = index;
-  out->next = response->outputs;
-  response->outputs = out;
+  out->name = strdup(name);
+  out->shape = (int64_t*)malloc(sizeof(int64_t) * (dims_count ? dims_count : 1));
+  if (out->name == NULL || out->shape == NULL) {
+    free(out->name);
+    free(out->shape);
+    free(out);
+    return err(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  if (dims_count) memcpy(out->shape, shape, sizeof(int64_t) * dims_count);
+  out->dims_count = dims_count;
+  out->datatype = (int)datatype;
+  out->response = response;
+  if (response->last) response->last->next = out;
+  else response->first = out;
+  response->last = out;
   *output = out;
   return NULL;
 }
@@ -597,8 +630,7 @@ TRITONSERVER_Error* TRITONBACKEND_OutputBuffer(
     TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id)
 {
   REQUIRE(output && buffer, "TRITONBACKEND_OutputBuffer: NULL argument");
-  TRITONSERVER_Error* error =
-      tritium_py_output_buffer(output->response, output->index, buffer_byte_size, buffer);
+  TRITONSERVER_Error* error = tritium_py_output_buffer(output, buffer_byte_size, buffer);
   if (error) return error;
   if (memory_type) *memory_type = TRITONSERVER_MEMORY_CPU;
   if (memory_type_id) *memory_type_id = 0;
@@ -609,7 +641,7 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseSend(
     TRITONBACKEND_Response* response, const uint32_t send_flags, TRITONSERVER_Error* error)
 {
   REQUIRE(response, "TRITONBACKEND_ResponseSend: NULL response");
-  TRITONSERVER_Error* result = tritium_py_response_send(response->handle, send_flags, error);
+  TRITONSERVER_Error* result = tritium_py_response_send(response, send_flags, error);
   response_free(response);
   return result;
 }

@@ -25,6 +25,8 @@ static TRITONSERVER_Error* one(TRITONBACKEND_Request* request)
   if (strcmp(id, "delete") == 0) {
     TRITONBACKEND_ResponseNew(&response, request);
     TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT32, two, 1);
+    TRITONBACKEND_OutputBuffer(output, &buffer, 8, NULL, NULL); /* given back by the delete */
+    TRITONBACKEND_ResponseSetIntParameter(response, "dropped", 1);
     TRITONBACKEND_ResponseDelete(response);
   }
   err = TRITONBACKEND_ResponseNew(&response, request);
