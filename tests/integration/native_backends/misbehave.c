@@ -19,8 +19,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     const void* data;
     uint64_t size;
     int32_t value = 0;
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
     TRITONSERVER_Error* err = TRITONBACKEND_RequestInput(requests[r], "INPUT0", &input);
-    if (err == NULL) err = TRITONBACKEND_InputBuffer(input, 0, &data, &size, NULL, NULL);
+    if (err == NULL) err = TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_type_id);
     if (err != NULL) return err;
     memcpy(&value, data, sizeof value);
     if (value == 1) *(volatile int*)0 = 1;
@@ -37,8 +39,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     uint64_t size;
     int32_t value;
     const int64_t shape[1] = {1};
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
     TRITONBACKEND_RequestInput(requests[r], "INPUT0", &input);
-    TRITONBACKEND_InputBuffer(input, 0, &data, &size, NULL, NULL);
+    TRITONBACKEND_InputBuffer(input, 0, &data, &size, &memory_type, &memory_type_id);
     memcpy(&value, data, sizeof value);
     TRITONBACKEND_ResponseNew(&response, requests[r]);
     if (value == 5) {
@@ -47,7 +51,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
       TRITONSERVER_ErrorDelete(failure);
     } else {
       TRITONBACKEND_ResponseOutput(response, &output, "OUTPUT0", TRITONSERVER_TYPE_INT32, shape, 1);
-      TRITONBACKEND_OutputBuffer(output, &buffer, sizeof value, NULL, NULL);
+      TRITONBACKEND_OutputBuffer(output, &buffer, sizeof value, &memory_type, &memory_type_id);
       memcpy(buffer, &value, sizeof value);
       TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
     }
