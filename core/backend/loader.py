@@ -9,25 +9,41 @@ first match wins, in
 
 as ``libtriton_B.py`` (a module), ``libtriton_B/`` (a package) or
 ``libtriton_B.so`` (a shared library). The model config's ``runtime`` field
-names another library file to look for in the same places. Runs in the worker
-process (the core never imports a backend).
+names another library file to look for in the same places. When none of them
+has it, an installed distribution may provide it:
+
+4. the entry point ``B`` of group ``tritium.backends`` (``pip install`` a
+   package that declares ``[project.entry-points."tritium.backends"]
+   B = "my_package"``): the package's folder is searched like the places
+   above, and a package without such a file is itself the Python backend.
+
+Runs in the worker process (the core never imports a backend).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..model_repository.paths import safe_join
 from .api import API_VERSION
 
-__all__ = ["BackendLibrary", "find_backend_library", "load_backend_module", "REQUIRED_ENTRY_POINT"]
+__all__ = [
+    "BackendLibrary",
+    "find_backend_library",
+    "load_backend_module",
+    "REQUIRED_ENTRY_POINT",
+    "ENTRY_POINT_GROUP",
+]
 
 REQUIRED_ENTRY_POINT = "TRITONBACKEND_ModelInstanceExecute"
+#: the entry-point group through which installed distributions provide backends
+ENTRY_POINT_GROUP = "tritium.backends"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +100,12 @@ def find_backend_library(
         for name in _candidates(backend, runtime):
             path = safe_join(base, name, what="runtime") if base.exists() else base / name
             searched.append(str(path))
-            if name.endswith(".so") and path.is_file():
-                return BackendLibrary(path, "shared_library")
-            if name.endswith(".py") and path.is_file():
-                return BackendLibrary(path, "module")
-            if path.is_dir() and (path / "__init__.py").is_file():
-                return BackendLibrary(path, "package")
+            found = _library_at(path)
+            if found is not None:
+                return found
+    found = _from_entry_point(backend, runtime, searched)
+    if found is not None:
+        return found
     raise TritonError(
         Code.NOT_FOUND,
         f"unable to find backend library for backend '{backend}'"
@@ -99,20 +115,59 @@ def find_backend_library(
     )
 
 
-def load_backend_module(library: BackendLibrary, backend: str) -> ModuleType:
-    """Import a Python backend library and check its entry points.
+def _library_at(path: Path) -> BackendLibrary | None:
+    """The backend library at ``path`` (a .so, a .py or a package folder), or None."""
+    if path.name.endswith(".so") and path.is_file():
+        return BackendLibrary(path, "shared_library")
+    if path.name.endswith(".py") and path.is_file():
+        return BackendLibrary(path, "module")
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return BackendLibrary(path, "package")
+    return None
 
-    :raises TritonError: UNSUPPORTED for a shared library (not supported by
-        this release), INVALID_ARG when the module cannot be imported, lacks
-        ``TRITONBACKEND_ModelInstanceExecute`` or declares an incompatible
-        ``TRITONBACKEND_API_VERSION``.
+
+def _from_entry_point(backend: str, runtime: str, searched: list[str]) -> BackendLibrary | None:
+    """Place 4: the ``tritium.backends`` entry point named ``backend`` (see the module docstring)."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=backend):
+        searched.append(f"entry point '{backend}' ({entry.value})")
+        module = entry.value.split(":", 1)[0]
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        folder = origin.parent
+        for name in _candidates(backend, runtime):
+            found = _library_at(safe_join(folder, name, what="runtime"))
+            if found is not None:
+                return found
+        if not runtime:
+            if spec.submodule_search_locations is not None:
+                return BackendLibrary(folder, "package")
+            return BackendLibrary(origin, "module")
+    return None
+
+
+def load_backend_module(library: BackendLibrary, backend: str) -> Any:
+    """Load a backend library and check its entry points.
+
+    A Python module or package is imported; a shared library is opened by
+    :class:`~tritium.core.backend.native.host.NativeBackend`, which presents
+    the library's C entry points as the same Python functions.
+
+    :raises TritonError: INVALID_ARG when a Python module cannot be imported,
+        lacks ``TRITONBACKEND_ModelInstanceExecute`` or declares an
+        incompatible ``TRITONBACKEND_API_VERSION``; for a shared library, what
+        :class:`NativeBackend` raises (NOT_FOUND for a library that cannot be
+        loaded or lacks the execute entry point, UNAVAILABLE without cffi or a
+        C compiler).
     """
     if library.kind == "shared_library":
-        raise TritonError(
-            Code.UNSUPPORTED,
-            f"backend '{backend}': shared-library backends ({library.path}) are not supported yet; "
-            "write the backend as a Python module libtriton_<name>.py",
-        )
+        from .native.host import NativeBackend  # cffi is imported only for native backends
+
+        return NativeBackend(library.path, backend)
     module_name = f"tritium_backend_{backend}"
     if library.kind == "package":
         spec = importlib.util.spec_from_file_location(
