@@ -1,8 +1,9 @@
 """The model repository manager: which models and versions are loaded, and their states.
 
-At start-up (model control mode ``none``) every model of every repository is
-loaded; a model that fails does so alone, with its reason logged and kept for
-the index, while the others serve. Lookups answer with Triton's messages:
+Model control modes ``none`` / ``poll`` / ``explicit`` (Triton's), the
+model repository extension (index, load with a config override or uploaded
+files, unload) and live reload. A model that fails to load does so alone,
+with its reason logged and kept for the index, while the others serve. Lookups answer with Triton's messages:
 ``Request for unknown model: 'm' is not found``, ``... version 3 is not
 found``, ``... has no available versions``, ``... version 1 is not at ready
 state``. Runs on the core's event loop.
@@ -11,8 +12,12 @@ state``. Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import json
 import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +25,16 @@ from ...proto import model_config_pb2 as mc
 from ..devices import gpu_ids
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model, ModelState, load_model
+from ..model import Model, ModelState
 from ..model_config import normalize
-from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
+from ..model_config.parser import config_from_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
-from ..worker.environment import resolve_environment
-from .repository import ModelSource, read_labels, scan, versions_to_load
+from .lifecycle import check_config_paths, fingerprint, load_version
+from .paths import check_model_name
+from .remote import RemoteRepository, is_remote
+from .repository import ModelSource, scan, versions_to_load
+from .uploads import ALLOW_FLAG, write_upload
 
 log = logging.getLogger("tritium.repository")
 
@@ -56,42 +64,22 @@ class ModelEntry:
     source: ModelSource | None
     versions: dict[int, VersionStatus] = field(default_factory=dict)
     reason: str = ""
-
-
-def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
-    """Seconds a batch may execute before its worker is killed and restarted (0: no limit).
-
-    The model config parameter ``execute_timeout_seconds`` wins over the backend setting
-    ``--backend-config=<backend>,execute-timeout-seconds=N``.
-
-    :raises TritonError: INVALID_ARG for a value that is not a non-negative number.
-    """
-    text = backend_config.get("execute-timeout-seconds", "0")
-    if "execute_timeout_seconds" in config.parameters:
-        text = config.parameters["execute_timeout_seconds"].string_value
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
-    return value
-
-
-def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
-    """The backend configuration Triton gives a backend: defaults, then global, then its own settings."""
-    settings = {
-        "auto-complete-config": "true" if options.auto_complete else "false",
-        "backend-directory": options.backend_directory,
-        "default-max-batch-size": "4",
-    }
-    settings.update(options.backend_config.get("", {}))
-    settings.update(options.backend_config.get(backend, {}))
-    return settings
+    fingerprint: tuple[tuple[str, int, int], ...] | None = None
 
 
 class ModelRepositoryManager:
-    """Loads the models of the repositories and answers which model serves a request.
+    """Loads, reloads and unloads the models of the repositories; answers which model serves a request.
+
+    Model control modes (``options.model_control_mode``): ``none`` loads
+    every model at start-up and refuses load/unload requests; ``poll`` also
+    follows the repository (added, removed and changed models) every
+    ``repository_poll_s`` seconds; ``explicit`` loads only the start-up
+    models (``--load-model``) and then what load requests ask for.
+
+    A load of a model that serves already is a live reload: the new version
+    instances start while the old ones serve, requests switch over once every
+    new version is READY, and the old instances stop after their requests in
+    flight finish. A failed reload leaves the old model serving.
 
     :param options: the server options.
     :param pool: the core's tensor pool.
@@ -108,125 +96,356 @@ class ModelRepositoryManager:
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
         )
+        self.cache_dir = Path(options.model_cache_dir or Path(tempfile.gettempdir()) / f"tritium-cache-{os.getuid()}")
+        self._remote = {
+            url: RemoteRepository(url, self.cache_dir) for url in options.model_repositories if is_remote(url)
+        }
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._limit: asyncio.Semaphore | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._poller: asyncio.Task[None] | None = None
+        self._uploads: dict[str, Path] = {}
 
-    # -- loading -------------------------------------------------------------------
-    async def load_all(self) -> None:
-        """Load every model of every repository (failures are recorded, not raised)."""
-        sources, duplicates = scan(self.options.model_repositories)
+    # -- the repository ---------------------------------------------------------------
+    async def _roots(self) -> list[str]:
+        """Local folders of the repositories (remote ones synced into the cache first)."""
+        roots = []
+        for url in self.options.model_repositories:
+            remote = self._remote.get(url)
+            roots.append(str(await asyncio.to_thread(remote.sync)) if remote is not None else url)
+        return roots
+
+    async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
+        return await asyncio.to_thread(scan, await self._roots())
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = self._locks[name] = asyncio.Lock()
+        return lock
+
+    # -- start and stop -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the start-up models for the control mode; in ``poll`` mode start polling.
+
+        Failures are recorded (see :attr:`failures`), not raised.
+
+        :raises TritonError: INVALID_ARG when a repository cannot be read.
+        """
+        sources, duplicates = await self._scan()
         for name in duplicates:
             self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
-        limit = asyncio.Semaphore(max(1, self.options.model_load_threads))
+        if self.options.model_control_mode == "explicit" and self.options.startup_models != ["*"]:
+            wanted = {}
+            for name in self.options.startup_models:
+                if name in sources:
+                    wanted[name] = sources[name]
+                else:
+                    self.models[name] = ModelEntry(name, None, reason="failed to poll from model repository")
+                    log.error("failed to load '%s': model not found in any model repository", name)
+            sources = wanted
+        await asyncio.gather(*(self._load_logged(src) for src in sources.values()))
+        if self.options.model_control_mode == "poll" and self.options.repository_poll_s > 0:
+            self._poller = asyncio.ensure_future(self._poll_forever())
 
-        async def load(source: ModelSource) -> None:
-            async with limit:
-                await self._load_model(source)
+    async def load_all(self) -> None:
+        """Load every model of every repository (failures are recorded, not raised)."""
+        sources, duplicates = await self._scan()
+        for name in duplicates:
+            self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
+        await asyncio.gather(*(self._load_logged(src) for src in sources.values()))
 
-        await asyncio.gather(*(load(src) for src in sources.values()))
-
-    async def _load_model(self, source: ModelSource) -> None:
-        entry = ModelEntry(source.name, source)
-        self.models[source.name] = entry
-        gpus = gpu_ids()
+    async def _load_logged(self, source: ModelSource) -> None:
         try:
-            raw = read_config_file(source.config_path) if source.config_path.exists() else None
-            config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpus)
-        except TritonError as exc:
-            entry.reason = exc.message
-            log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
-            return
-        versions = versions_to_load(source, config)
-        if not versions:
-            entry.reason = (
-                f"at least one version must be available under the version policy of model '{source.name}'"
-            )
-            log.error("failed to load '%s': %s", source.name, entry.reason)
-            return
-        for version in versions:
-            entry.versions[version] = VersionStatus(version)
-        await asyncio.gather(*(self._load_version(entry, config, v, gpus) for v in versions))
-
-    async def _load_version(self, entry: ModelEntry, config: mc.ModelConfig, version: int, gpus: Any) -> None:
-        assert entry.source is not None
-        status = entry.versions[version]
-        source = entry.source
-        log.info("loading: %s:%d", entry.name, version)
-        settings = {
-            "backend": config.backend,
-            "model_name": entry.name,
-            "version": version,
-            "model_path": str(source.path),
-            "backend_directory": self.options.backend_directory,
-            "backend_config": backend_settings(self.options, config.backend),
-            "runtime": config.runtime,
-            "log_verbose": self.options.log_verbose,
-        }
-
-        def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:
-            if not final:
-                return completed
-            checked = normalize.finalize(
-                config_from_dict(completed, f"the configuration of model '{entry.name}'"), entry.name, gpus
-            )
-            return config_to_dict(checked)
-
-        try:
-            config = normalize.instance_groups(config, gpus)
-            environment = await asyncio.to_thread(
-                resolve_environment, entry.name, source.path, source.repository, config_to_dict(config)
-            )
-            options = dataclasses.replace(
-                self.instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
-            )
-            if environment is not None:
-                options = dataclasses.replace(options, python=environment.python, env=environment.env)
-            if config.platform == normalize.ENSEMBLE:
-                raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
-            if config.HasField("sequence_batching"):
-                raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
-            model = await load_model(
-                entry.name,
-                version,
-                str(source.path),
-                config_to_dict(config),
-                settings,
-                self.options.auto_complete,
-                finish,
-                lambda cfg: read_labels(source.path, cfg),
-                self.pool,
-                options,
-            )
-        except TritonError as exc:
-            status.state = ModelState.UNAVAILABLE
-            status.reason = f"{exc.code.text}: {exc.message}"
-            log.error("failed to load '%s' version %d: %s", entry.name, version, status.reason)
-            return
-        except Exception as exc:  # a bug must fail this model, not the server
-            status.state = ModelState.UNAVAILABLE
-            status.reason = f"Internal: {type(exc).__name__}: {exc}"
-            log.exception("failed to load '%s' version %d: %s", entry.name, version, status.reason)
-            return
-        if "dynamic_batching" in model.config:
-            log.warning(
-                "model '%s': dynamic_batching is configured; this release schedules requests one at a time",
-                entry.name,
-            )
-        status.model = model
-        status.state = ModelState.READY
-        log.info("successfully loaded '%s' version %d", entry.name, version)
+            await self._load(source)
+        except TritonError:
+            pass  # recorded in the entry and logged
 
     async def unload_all(self) -> None:
-        """Unload every loaded version (finalize backends, stop workers)."""
+        """Stop polling and unload every version (finalize backends, stop workers)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
         models = [s.model for e in self.models.values() for s in e.versions.values() if s.model is not None]
         for entry in self.models.values():
             for status in entry.versions.values():
                 if status.model is not None:
                     status.state = ModelState.UNLOADING
-        await asyncio.gather(*(m.unload() for m in models), return_exceptions=True)
+        await asyncio.gather(*(m.unload() for m in models), *list(self._retiring), return_exceptions=True)
         for entry in self.models.values():
             for status in entry.versions.values():
                 status.model = None
                 status.state = ModelState.UNAVAILABLE
                 status.reason = "unloaded"
+        for folder in self._uploads.values():
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # -- the model repository extension ------------------------------------------------------
+    def _check_control(self) -> None:
+        mode = self.options.model_control_mode
+        if mode == "none":
+            raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        if mode == "poll":
+            raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+
+    async def load(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+        """``POST /v2/repository/models/<name>/load``: load, or reload, ``name``.
+
+        :param config: a JSON model configuration that replaces ``config.pbtxt``.
+        :param files: ``file:<path>`` contents (path relative to the model
+            folder -> bytes): the model exists only in the request. Needs
+            ``--model-load-allow-file-override`` and ``config``.
+        :raises TritonError: UNAVAILABLE in modes ``none``/``poll``;
+            INVALID_ARG for a bad name, a refused upload, or a model that
+            failed to load (Triton's ``load failed for model ...``);
+            INTERNAL ``failed to load 'm', failed to poll from model
+            repository`` for a model that is not there or a config that
+            does not parse.
+        """
+        self._check_control()
+        check_model_name(name)
+        if files:
+            if not self.options.allow_file_override:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"failed to load '{name}': loading model files sent in the request is disabled; "
+                    f"start the server with {ALLOW_FLAG}=true to allow it",
+                )
+            if config is None:
+                raise TritonError(
+                    Code.INVALID_ARG, f"failed to load '{name}': model configuration must be provided with model files"
+                )
+            folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
+            source = ModelSource(name, folder, folder.parent)
+        else:
+            sources, _ = await self._scan()
+            found = sources.get(name)
+            if found is None:
+                raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+            source = found
+        try:
+            await self._load(source, config, from_request=True)
+        except TritonError:
+            if files:
+                shutil.rmtree(source.path, ignore_errors=True)
+            raise
+        if files:
+            old = self._uploads.get(name)
+            self._uploads[name] = source.path
+            if old is not None and old != source.path:
+                shutil.rmtree(old, ignore_errors=True)
+
+    async def unload(self, name: str, unload_dependents: bool = False) -> None:
+        """``POST /v2/repository/models/<name>/unload``: stop serving ``name``.
+
+        Returns once the model no longer takes requests; its versions are
+        UNLOADING until their requests in flight finish, then UNAVAILABLE
+        ("unloaded"). Unloading a model that is not loaded succeeds, as in
+        Triton. ``unload_dependents`` also unloads the ensembles that use the
+        model — tritium has no ensembles yet, so there are none to unload.
+
+        :raises TritonError: UNAVAILABLE in modes ``none``/``poll``, INVALID_ARG for a bad name.
+        """
+        del unload_dependents  # no ensembles yet: no dependents
+        self._check_control()
+        check_model_name(name)
+        async with self._lock(name):
+            entry = self.models.get(name)
+            if entry is None:
+                return
+            for status in entry.versions.values():
+                if status.model is not None:
+                    status.state = ModelState.UNLOADING
+                    self._retire(status.model, status)
+                    status.model = None
+
+    def index(self, ready: bool = False) -> list[dict[str, str]]:
+        """``POST /v2/repository/index``: every model of the repositories and its versions' states.
+
+        A model that was never loaded (explicit mode) or could not be read is
+        listed by name only; models that exist only in a load request are
+        not listed (as in Triton).
+
+        :param ready: list only READY versions.
+        """
+        names: set[str] = set()
+        try:
+            roots = [str(self._remote[u].local) if u in self._remote else u for u in self.options.model_repositories]
+            sources, duplicates = scan(roots)
+            names = set(sources) | duplicates
+        except TritonError:
+            pass
+        out: list[dict[str, str]] = []
+        for name in sorted(names | {n for n, e in self.models.items() if e.source is None or n in names}):
+            entry = self.models.get(name)
+            versions = entry.versions if entry is not None else {}
+            if not versions:
+                if not ready:
+                    out.append({"name": name})
+                continue
+            for v in sorted(versions):
+                status = versions[v]
+                if ready and status.state != ModelState.READY:
+                    continue
+                item = {"name": name, "version": str(v), "state": status.state}
+                if status.reason and status.state != ModelState.READY:
+                    item["reason"] = status.reason
+                out.append(item)
+        return out
+
+    # -- poll mode ---------------------------------------------------------------------------
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.repository_poll_s)
+            try:
+                await self.poll()
+            except TritonError as exc:
+                log.error("failed to poll model repository: %s", exc.message)
+            except Exception:  # a bug in one poll must not stop polling
+                log.exception("failed to poll model repository")
+
+    async def poll(self) -> None:
+        """Load added models, unload removed ones, reload changed ones (poll mode)."""
+        sources, duplicates = await self._scan()
+        for name, entry in list(self.models.items()):
+            if name not in sources and any(s.model is not None for s in entry.versions.values()):
+                log.info("model '%s' was removed from the repository: unloading", name)
+                async with self._lock(name):
+                    for status in entry.versions.values():
+                        if status.model is not None:
+                            status.state = ModelState.UNLOADING
+                            self._retire(status.model, status)
+                            status.model = None
+        for name, source in sources.items():
+            entry = self.models.get(name)
+            mark = await asyncio.to_thread(fingerprint, source.path)
+            if entry is not None and entry.fingerprint == mark:
+                continue
+            log.info("model '%s' %s", name, "changed: reloading" if entry is not None else "added: loading")
+            await self._load_logged(source)
+        del duplicates
+
+    # -- loading -------------------------------------------------------------------------
+    async def _load(self, source: ModelSource, override: str | None = None, from_request: bool = False) -> None:
+        """Load (or live-reload) every version of ``source`` the version policy selects.
+
+        :raises TritonError: why the model cannot load (the entry records it too).
+        """
+        name = source.name
+        async with self._lock(name):
+            entry = self.models.get(name)
+            first = entry is None or not any(s.model is not None for s in entry.versions.values())
+            if entry is None:
+                entry = self.models[name] = ModelEntry(name, source)
+            previous = dict(entry.versions)
+            mark = await asyncio.to_thread(fingerprint, source.path)
+            gpus = gpu_ids()
+            try:
+                config = await asyncio.to_thread(self._read_config, source, override)
+            except TritonError as exc:
+                if first:
+                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                    entry.fingerprint = mark
+                log.error("Poll failed for model directory '%s': %s", name, exc.message)
+                if from_request:
+                    raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+                raise
+            try:
+                check_config_paths(config, source.path)
+            except TritonError as exc:
+                if first:
+                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                log.error("failed to load '%s': %s", name, exc.message)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}") from None
+            versions = versions_to_load(source, config)
+            if not versions:
+                reason = f"at least one version must be available under the version policy of model '{name}'"
+                if first:
+                    entry.source, entry.reason, entry.versions = source, reason, {}
+                    entry.fingerprint = mark
+                log.error("failed to load '%s': %s", name, reason)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {reason}\n")
+            fresh = {v: VersionStatus(v) for v in versions}
+            if first:
+                entry.source, entry.reason, entry.versions = source, "", fresh
+            await asyncio.gather(*(self._load_version(name, source, fresh[v], config, gpus) for v in versions))
+            failed = [s for s in fresh.values() if s.model is None]
+            if failed:
+                for status in fresh.values():  # all or nothing, as Triton
+                    if status.model is not None:
+                        self._retire(status.model, None)
+                        status.model = None
+                        status.state, status.reason = ModelState.UNAVAILABLE, failed[0].reason
+                if first:
+                    entry.versions = fresh
+                    entry.fingerprint = mark
+                else:
+                    log.error("failed to reload '%s'; the loaded versions keep serving", name)
+                details = "".join(f"version {s.version} is at UNAVAILABLE state: {s.reason};" for s in failed)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {details}\n")
+            # switch over: new versions serve from now on; the old ones drain and stop
+            entry.source, entry.reason, entry.fingerprint = source, "", mark
+            merged = dict(fresh)
+            for v, status in previous.items():
+                if status.model is not None:
+                    self._retire(status.model, None)
+                if v not in merged:
+                    merged[v] = VersionStatus(v, ModelState.UNAVAILABLE, "unloaded")
+            entry.versions = merged
+
+    def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
+        """The model's config: the JSON ``override`` or ``config.pbtxt``, defaults filled, paths checked."""
+        if override is not None:
+            try:
+                data = json.loads(override)
+            except ValueError as exc:
+                raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
+            if not isinstance(data, dict):
+                raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
+            data.setdefault("name", source.name)
+            raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
+        else:
+            raw = read_config_file(source.config_path) if source.config_path.exists() else None
+        return normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpu_ids())
+
+    async def _load_version(
+        self, name: str, source: ModelSource, status: VersionStatus, config: mc.ModelConfig, gpus: Any
+    ) -> None:
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(max(1, self.options.model_load_threads))
+        async with self._limit:
+            try:
+                status.model = await load_version(
+                    name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
+                )
+            except TritonError as exc:
+                status.state = ModelState.UNAVAILABLE
+                status.reason = f"{exc.code.text}: {exc.message}"
+                log.error("failed to load '%s' version %d: %s", name, status.version, status.reason)
+                return
+            except Exception as exc:  # a bug must fail this model, not the server
+                status.state = ModelState.UNAVAILABLE
+                status.reason = f"Internal: {type(exc).__name__}: {exc}"
+                log.exception("failed to load '%s' version %d: %s", name, status.version, status.reason)
+                return
+        status.state = ModelState.READY
+        log.info("successfully loaded '%s' version %d", name, status.version)
+
+    def _retire(self, model: Model, status: VersionStatus | None) -> None:
+        """Drain ``model`` (no new requests reach it) and unload it in the background."""
+
+        async def retire() -> None:
+            if not await model.drain(self.options.exit_timeout_s):
+                log.warning("model %s: %d requests still in flight after %.0f s", model.label, model.active,
+                            self.options.exit_timeout_s)
+            await model.unload()
+            log.info("successfully unloaded '%s' version %d", model.name, model.version)
+            if status is not None and status.state == ModelState.UNLOADING:
+                status.state, status.reason = ModelState.UNAVAILABLE, "unloaded"
+
+        task = asyncio.ensure_future(retire())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     # -- lookups ---------------------------------------------------------------------
     @property
@@ -292,6 +511,10 @@ class ModelRepositoryManager:
         """
         for entry in self.models.values():
             for status in entry.versions.values():
+                if status.state == ModelState.UNLOADING or (
+                    status.state == ModelState.UNAVAILABLE and status.reason == "unloaded"
+                ):
+                    continue  # unloaded on purpose
                 if status.state != ModelState.READY or status.model is None or not status.model.ready:
                     return False
         return True

@@ -25,6 +25,7 @@ from ...core.response import InferenceResponse
 from ..base import http_status
 from . import codec
 from .app import INFLIGHT, MAX_REQUEST_BYTES, SERVER
+from .repository import add_repository_routes
 
 log = logging.getLogger("tritium.http")
 
@@ -321,7 +322,6 @@ async def method_not_allowed(request: web.Request) -> web.Response:
 
 # Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
 _NOT_YET = (
-    ("/v2/repository/{tail:.*}", "model repository"),
     ("/v2/models/{model:[^/]+}/trace/setting", "trace"),
     ("/v2/trace/setting", "trace"),
     ("/v2/logging", "logging"),
@@ -360,6 +360,7 @@ def add_routes(app: web.Application) -> None:
     add("/v2", hdrs.METH_GET, server_metadata)
     add("/v2/health/live", hdrs.METH_GET, health_live)
     add("/v2/health/ready", hdrs.METH_GET, health_ready)
+    add_repository_routes(app, method_not_allowed)
     for path, extension in _NOT_YET:
         app.router.add_route(hdrs.METH_ANY, path, _not_yet(extension))
     app.router.add_route(hdrs.METH_ANY, "/{tail:.*}", not_found)

@@ -30,7 +30,15 @@ from tests.support.clients import module_server, wait_grpc_ready
 from tests.support.server import ServerProcess
 
 
-EXTENSIONS = ["classification", "model_configuration", "binary_tensor_data", "parameters", "statistics"]
+EXTENSIONS = [
+    "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
 
 SLOW = identity_config(extra='parameters { key: "execute_delay_ms" value { string_value: "400" } }')
 
@@ -282,9 +290,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
 @pytest.mark.parametrize(
     ("rpc", "request_message", "extension"),
     [
-        ("RepositoryIndex", pb.RepositoryIndexRequest(), "model repository"),
-        ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="identity_fp32"), "model repository"),
-        ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="identity_fp32"), "model repository"),
         ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(), "system shared memory"),
         ("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="r", key="/r", byte_size=8),
          "system shared memory"),
