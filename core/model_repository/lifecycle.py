@@ -34,10 +34,11 @@ __all__ = ["fingerprint", "check_config_paths", "load_version", "execute_timeout
 
 
 def fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
-    """What poll mode compares to see a model folder changed: every file's path, size and mtime."""
+    """What poll mode compares to see a model folder changed: every folder, and every file's path, size and mtime."""
     out = []
     for folder, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        out.extend((os.path.relpath(os.path.join(folder, d), path) + "/", 0, 0) for d in dirs)
         for name in sorted(files):
             full = os.path.join(folder, name)
             try:
