@@ -6,8 +6,10 @@ data comes from: ``zero_data`` (zeros; empty strings for BYTES),
 as in Triton) or ``input_data_file`` (raw little-endian bytes — BYTES as
 4-byte length-prefixed elements — read from ``<model>/warmup/<file>``; the
 name must stay inside that folder). A sample with ``batch_size`` B sends
-inputs of shape ``[B] + dims`` to a batching model and ``dims`` otherwise;
-it runs ``count`` times (0 = once), once per instance of the model. A
+B requests of shape ``[1] + dims`` to a batching model (as Triton) and one
+of shape ``dims`` otherwise; it runs ``count`` times (0 = once), and as many
+copies at once as the model has instances (the scheduler spreads them; Triton
+warms each instance itself). A
 failing sample fails the load with the reason. Runs on the core's event
 loop, while the model version is LOADING.
 """
@@ -45,10 +47,7 @@ def _input_bytes(model_path: Path, sample: str, name: str, spec: dict[str, Any],
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"warmup setting '{sample}': failed to read input_data_file '{spec['input_data_file']}': {exc.strerror}",
-            ) from None
+            raise TritonError(Code.INTERNAL, f"failed to open text file for read {path}: {exc.strerror}") from None
         if not dt.is_bytes and len(data) < count * dt.itemsize:
             raise TritonError(
                 Code.INVALID_ARG,
@@ -70,8 +69,13 @@ def _input_bytes(model_path: Path, sample: str, name: str, spec: dict[str, Any],
     return dt.name, bytes(count * dt.itemsize)
 
 
-def warmup_requests(model_name: str, model_path: Path, config: dict[str, Any]) -> list[tuple[str, int, InferenceRequest]]:
-    """``(sample name, repetitions, request)`` for every ``model_warmup`` sample of ``config``.
+def warmup_requests(
+    model_name: str, model_path: Path, config: dict[str, Any]
+) -> list[tuple[str, int, list[InferenceRequest]]]:
+    """``(sample name, repetitions, requests)`` for every ``model_warmup`` sample of ``config``.
+
+    As in Triton, a sample with ``batch_size`` B is B requests of batch 1
+    (sent together) for a batching model, one request for another.
 
     :raises TritonError: INVALID_ARG for a sample that cannot be built (bad
         datatype, missing or short data file, a file outside ``warmup/``).
@@ -83,13 +87,16 @@ def warmup_requests(model_name: str, model_path: Path, config: dict[str, Any]) -
         batch = int(sample.get("batch_size", 0))
         if batching and batch < 1:
             raise TritonError(Code.INVALID_ARG, f"warmup setting '{name}': batch_size must be >= 1")
-        request = InferenceRequest(model_name, id=f"warmup:{name}")
-        for input_name, spec in sorted((sample.get("inputs") or {}).items()):
-            dims = [int(d) for d in spec.get("dims", [])]
-            shape = ([batch] if batching else []) + dims
-            datatype, data = _input_bytes(model_path, name, input_name, spec, shape)
-            request.inputs.append(InferInput(input_name, datatype, shape, data))
-        out.append((name, max(1, int(sample.get("count", 0))), request))
+        requests = []
+        for _ in range(batch if batching else 1):
+            request = InferenceRequest(model_name, id=f"warmup:{name}")
+            for input_name, spec in sorted((sample.get("inputs") or {}).items()):
+                dims = [int(d) for d in spec.get("dims", [])]
+                shape = ([1] if batching else []) + dims
+                datatype, data = _input_bytes(model_path, name, input_name, spec, shape)
+                request.inputs.append(InferInput(input_name, datatype, shape, data))
+            requests.append(request)
+        out.append((name, max(1, int(sample.get("count", 0))), requests))
     return out
 
 
@@ -97,17 +104,32 @@ async def run_warmup(model: Any, model_path: Path) -> None:
     """Run ``model``'s warmup samples (each ``count`` times, once per instance).
 
     :param model: a loaded :class:`~tritium.core.model.Model`, not yet READY.
-    :raises TritonError: the first failure, as ``model warmup failed: <sample>: <reason>``.
+    :raises TritonError: INVALID_ARG ``failed to run warmup sample '<name>': <reason>; `` (Triton's words).
     """
     samples = warmup_requests(model.name, model_path, model.config)
     copies = max(1, len(model.instances))
-    for name, repetitions, request in samples:
+    for name, repetitions, requests in samples:
         log.info("model '%s' version %d: warmup sample '%s'", model.name, model.version, name)
         for _ in range(repetitions):
-            results = await asyncio.gather(*(model.infer(request) for _ in range(copies)), return_exceptions=True)
+            runs = [_run(model, request) for _ in range(copies) for request in requests]
+            results = await asyncio.gather(*runs, return_exceptions=True)
             for result in results:
                 if isinstance(result, TritonError):
-                    raise TritonError(result.code, f"model warmup failed: sample '{name}': {result.message}")
+                    raise TritonError(
+                        Code.INVALID_ARG, f"failed to run warmup sample '{name}': {result.message}; "
+                    )
                 if isinstance(result, BaseException):
                     raise result
-                result.release()
+
+
+async def _run(model: Any, request: InferenceRequest) -> None:
+    """One warmup request; every response released; the first error raised."""
+    if not model.decoupled:
+        (await model.infer(request)).release()
+        return
+    error = None
+    async for response in model.infer_stream(request):
+        error = error or response.error
+        response.release()
+    if error is not None:
+        raise error
