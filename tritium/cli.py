@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any, Sequence
@@ -320,6 +321,10 @@ async def _serve(options: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``tritium-server`` and ``python -m tritium``."""
+    # Workers are started (fork + exec) while the gRPC endpoint serves (live reload, restarts).
+    # gRPC's own fork handlers then run in the child and can abort it ("Check failed:
+    # next_worker->state == KICKED"); the child execs at once and needs none of gRPC's state.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     from .core.logging import configure_logging
 
     options, args = parse_args(argv)

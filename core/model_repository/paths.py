@@ -61,7 +61,7 @@ def check_model_name(name: str, what: str = "model name") -> str:
         or (os.altsep is not None and os.altsep in name)
     ):
         raise TritonError(
-            Code.INVALID_ARG, f"invalid {what} '{name}': a model name cannot be empty, '.', '..' or contain '/', '\\\\' or NUL"
+            Code.INVALID_ARG, f"invalid {what} '{name}': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
         )
     return name
 

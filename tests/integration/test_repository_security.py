@@ -225,6 +225,23 @@ def test_config_name_with_separators_is_refused(locked: ServerProcess) -> None:
     assert (status, body) == (500, {"error": "failed to load 'm', failed to poll from model repository"})
 
 
+def test_ensemble_step_model_name_with_separators_is_refused(locked: ServerProcess) -> None:
+    override = {
+        "platform": "ensemble",
+        "max_batch_size": 0,
+        "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [4]}],
+        "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]}],
+        "ensemble_scheduling": {"step": [{"model_name": "../m", "model_version": -1,
+                                          "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]},
+    }
+    status, body = load(locked, "m", {"config": json.dumps(override)})
+    assert (status, body) == (400, {
+        "error": "load failed for model 'm': invalid ensemble step model_name '../m': "
+        "a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
+    })
+    assert echo(locked, "m") == [0.0, 1.0, 2.0, 3.0]
+
+
 # -- request sizes ------------------------------------------------------------------------------------------
 def test_repository_bodies_over_the_limit_are_refused_early(locked: ServerProcess) -> None:
     import socket
