@@ -124,7 +124,7 @@ def _restrictions(parser: argparse.ArgumentParser, flag: str, items: list[tuple[
         for api in apis:
             if api in out:
                 parser.error(f"{flag}: api '{api}' can only be restricted once")
-            out[api] = (key.lower(), value)
+            out[api] = (key, value)
     return out
 
 

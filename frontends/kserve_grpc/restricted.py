@@ -4,7 +4,9 @@
 the repository RPCs to calls whose metadata has
 ``triton-grpc-protocol-admin-key: secret`` (Triton prefixes the key); other
 calls fail with UNAVAILABLE ``This protocol is restricted, expecting header
-'triton-grpc-protocol-admin-key'``, as in Triton. A server interceptor, so
+'triton-grpc-protocol-admin-key'``, as in Triton (the message keeps the
+key's case as given; the key matches in lower case, since gRPC metadata keys
+are lower-case — Triton never matches a key given with capitals). A server interceptor, so
 that it covers every RPC whichever module implements it.
 """
 
@@ -64,7 +66,7 @@ class RestrictedInterceptor(grpc.aio.ServerInterceptor):
         if rule is not None:
             key = HEADER_PREFIX + rule[0]
             metadata = dict(handler_call_details.invocation_metadata or ())
-            if metadata.get(key) != rule[1]:
+            if metadata.get(key.lower()) != rule[1]:  # gRPC metadata keys are lower-case
                 return _refusal(method in _STREAMING, f"This protocol is restricted, expecting header '{key}'")
         return await continuation(handler_call_details)
 

@@ -76,7 +76,7 @@ def test_model_management_flags() -> None:
     ])
     assert options.model_control_mode == "explicit" and options.startup_models == ["a", "b"]
     assert options.repository_poll_s == 3.0 and options.model_load_threads == 2
-    assert options.http_restricted_api == {"model-repository": ("admin-key", "s"), "statistics": ("admin-key", "s")}
+    assert options.http_restricted_api == {"model-repository": ("Admin-Key", "s"), "statistics": ("Admin-Key", "s")}
     assert options.grpc_restricted_protocol == {"logging": ("k", "v")}
     assert not options.allow_file_override
     for bad in (["--load-model=*", "--load-model=a"], ["--model-load-thread-count=0"], ["--repository-poll-secs=-1"]):
