@@ -140,7 +140,7 @@ class Model:
 
     @property
     def active(self) -> int:
-        """Requests accepted and not yet answered."""
+        """Requests accepted and not yet answered (a response counts until it is released)."""
         return self._active
 
     def _enter(self) -> None:
@@ -248,10 +248,23 @@ class Model:
             except asyncio.CancelledError:
                 pending.future = None  # responses arriving later are released at once
                 raise
-        finally:
+        except BaseException:
             self._leave()
+            raise
         if response.error is not None:
+            self._leave()
             raise response.error
+        # the request counts as in flight until its outputs (views of shared memory) are released
+        release = response._release
+
+        def release_and_leave() -> None:
+            try:
+                if release is not None:
+                    release()
+            finally:
+                self._leave()
+
+        response._release = release_and_leave
         return response
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]

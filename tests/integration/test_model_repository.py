@@ -50,8 +50,20 @@ IO4 = {
 }
 
 
+SLOW_PY = '''
+import time
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(3)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+'''
+
+
 def build(repo: Path) -> None:
     add_model(repo, "m", identity_config(dims="[ 4 ]"), versions=(1, 2))
+    add_model(repo, "slow", BROKEN_CONFIG, files={"1/model.py": SLOW_PY})
     add_model(repo, "other", identity_config(dims="[ 4 ]"))
     add_model(repo, "unload_me", identity_config(dims="[ 4 ]"))
     add_model(repo, "broken", BROKEN_CONFIG, files={"1/model.py": BROKEN_PY})
@@ -106,7 +118,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_explicit_mode_loads_only_the_startup_models(server: ServerProcess) -> None:
     status, index = post(server, "/v2/repository/index")
     assert status == 200
-    assert [e for e in index if e["name"] != "m"] == [{"name": "broken"}, {"name": "other"}, {"name": "unload_me"}]
+    assert [e for e in index if e["name"] != "m"] == [
+        {"name": "broken"}, {"name": "other"}, {"name": "slow"}, {"name": "unload_me"}
+    ]
     assert {"name": "m", "version": "2", "state": "READY"} in index
     assert post(server, "/v2/repository/index", {"ready": True})[1][0] == {"name": "m", "version": "2", "state": "READY"}
     assert infer(server, "m").tolist() == [[0, 1, 2, 3]]
@@ -143,6 +157,27 @@ def test_load_and_unload_over_http(server: ServerProcess) -> None:
     # unloading what is not loaded, or not there at all, succeeds (as Triton)
     assert post(server, "/v2/repository/models/other/unload") == (200, None)
     assert post(server, "/v2/repository/models/nonexist/unload") == (200, None)
+
+
+def test_unload_lets_requests_in_flight_finish(server: ServerProcess) -> None:
+    import threading
+
+    assert post(server, "/v2/repository/models/slow/load") == (200, None)
+    client = httpclient.InferenceServerClient(server.http_url)
+    inp = httpclient.InferInput("INPUT0", [4], "FP32")
+    inp.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(client.infer("slow", [inp]).as_numpy("OUTPUT0").tolist()))
+    worker.start()
+    time.sleep(1)  # the request is executing (the model sleeps 3 s)
+    assert post(server, "/v2/repository/models/slow/unload") == (200, None)
+    states = [e for e in post(server, "/v2/repository/index")[1] if e["name"] == "slow"]
+    assert states == [{"name": "slow", "version": "1", "state": "UNLOADING"}]  # as Triton reports it
+    worker.join(60)
+    assert result == [[0.0, 1.0, 2.0, 3.0]]
+    assert wait_state(server, "slow", "UNAVAILABLE") == [
+        {"name": "slow", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}
+    ]
 
 
 def test_load_and_unload_over_grpc(server: ServerProcess) -> None:
