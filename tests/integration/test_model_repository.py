@@ -318,6 +318,13 @@ def test_poll_mode_follows_the_repository(tmp_path: Path, start_server: Any) -> 
         time.sleep(0.2)
     assert post(server, "/v2/repository/index")[1] == want
     assert infer(server, "b").tolist() == [[0, 1, 2, 3]]
+    # a changed config.pbtxt: every version now
+    (repo / "a" / "config.pbtxt").write_text(identity_config(dims="[ 4 ]", extra="version_policy: { all { } }"))
+    want[0] = {"name": "a", "version": "1", "state": "READY"}
+    while post(server, "/v2/repository/index")[1] != want:
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.2)
+    assert infer(server, "a", "1").tolist() == [[0, 1, 2, 3]]
     import shutil
 
     shutil.rmtree(repo / "b")  # removed model
