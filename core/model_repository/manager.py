@@ -148,13 +148,6 @@ class ModelRepositoryManager:
         if self.options.model_control_mode == "poll" and self.options.repository_poll_s > 0:
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def load_all(self) -> None:
-        """Load every model of every repository (failures are recorded, not raised)."""
-        sources, duplicates = await self._scan()
-        for name in duplicates:
-            self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
-        await asyncio.gather(*(self._load_logged(src) for src in sources.values()))
-
     async def _load_logged(self, source: ModelSource) -> None:
         try:
             await self._load(source)
@@ -182,10 +175,7 @@ class ModelRepositoryManager:
 
     # -- the model repository extension ------------------------------------------------------
     def _check_control(self) -> None:
-        mode = self.options.model_control_mode
-        if mode == "none":
-            raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-        if mode == "poll":
+        if self.options.model_control_mode != "explicit":  # Triton's words, in modes none and poll alike
             raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
 
     async def load(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
@@ -253,11 +243,7 @@ class ModelRepositoryManager:
             entry = self.models.get(name)
             if entry is None:
                 return
-            for status in entry.versions.values():
-                if status.model is not None:
-                    status.state = ModelState.UNLOADING
-                    self._retire(status.model, status)
-                    status.model = None
+            self._unload_entry(entry)
 
     def index(self, ready: bool = False) -> list[dict[str, str]]:
         """``POST /v2/repository/index``: every model of the repositories and its versions' states.
@@ -311,11 +297,7 @@ class ModelRepositoryManager:
             if name not in sources and any(s.model is not None for s in entry.versions.values()):
                 log.info("model '%s' was removed from the repository: unloading", name)
                 async with self._lock(name):
-                    for status in entry.versions.values():
-                        if status.model is not None:
-                            status.state = ModelState.UNLOADING
-                            self._retire(status.model, status)
-                            status.model = None
+                    self._unload_entry(entry)
         for name, source in sources.items():
             entry = self.models.get(name)
             mark = await asyncio.to_thread(fingerprint, source.path)
@@ -343,9 +325,9 @@ class ModelRepositoryManager:
             try:
                 config = await asyncio.to_thread(self._read_config, source, override)
             except TritonError as exc:
+                entry.fingerprint = mark  # poll mode retries only after the next change
                 if first:
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
-                    entry.fingerprint = mark
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
                 if from_request:
                     raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
@@ -353,6 +335,7 @@ class ModelRepositoryManager:
             try:
                 check_config_paths(config, source.path)
             except TritonError as exc:
+                entry.fingerprint = mark
                 if first:
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
                 log.error("failed to load '%s': %s", name, exc.message)
@@ -360,9 +343,9 @@ class ModelRepositoryManager:
             versions = versions_to_load(source, config)
             if not versions:
                 reason = f"at least one version must be available under the version policy of model '{name}'"
+                entry.fingerprint = mark
                 if first:
                     entry.source, entry.reason, entry.versions = source, reason, {}
-                    entry.fingerprint = mark
                 log.error("failed to load '%s': %s", name, reason)
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {reason}\n")
             fresh = {v: VersionStatus(v) for v in versions}
@@ -376,9 +359,9 @@ class ModelRepositoryManager:
                         self._retire(status.model, None)
                         status.model = None
                         status.state, status.reason = ModelState.UNAVAILABLE, failed[0].reason
+                entry.fingerprint = mark
                 if first:
                     entry.versions = fresh
-                    entry.fingerprint = mark
                 else:
                     log.error("failed to reload '%s'; the loaded versions keep serving", name)
                 details = "".join(f"version {s.version} is at UNAVAILABLE state: {s.reason};" for s in failed)
@@ -430,6 +413,14 @@ class ModelRepositoryManager:
                 return
         status.state = ModelState.READY
         log.info("successfully loaded '%s' version %d", name, status.version)
+
+    def _unload_entry(self, entry: ModelEntry) -> None:
+        """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING)."""
+        for status in entry.versions.values():
+            if status.model is not None:
+                status.state = ModelState.UNLOADING
+                self._retire(status.model, status)
+                status.model = None
 
     def _retire(self, model: Model, status: VersionStatus | None) -> None:
         """Drain ``model`` (no new requests reach it) and unload it in the background."""

@@ -3,7 +3,8 @@
 A mixin of :class:`~tritium.frontends.kserve_grpc.servicer.InferenceServicer`
 (kept in its own module). ``config`` comes as ``string_param``, ``file:<path>``
 contents as ``bytes_param``, ``unload_dependents`` as ``bool_param``; other
-parameters are refused as Triton refuses them. Runs on the core's event loop.
+parameters are refused with Triton's messages (other unload parameters are
+ignored, as in Triton). Runs on the core's event loop.
 """
 
 from __future__ import annotations
@@ -47,14 +48,18 @@ class RepositoryServicerMixin:
                 which = param.WhichOneof("parameter_choice")
                 if key == "config":
                     if which != "string_param":
-                        raise TritonError(Code.INVALID_ARG, "the 'config' parameter must be a string_param")
+                        raise TritonError(
+                            Code.INVALID_ARG, "invalid value type for load parameter 'config', expected string_param."
+                        )
                     config = param.string_param
                 elif key.startswith(_FILE):
                     if which != "bytes_param":
-                        raise TritonError(Code.INVALID_ARG, f"the '{key}' parameter must be a bytes_param")
+                        raise TritonError(
+                            Code.INVALID_ARG, f"invalid value type for load parameter '{key}', expected bytes_param."
+                        )
                     files[key[len(_FILE):]] = param.bytes_param
                 else:
-                    raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'")
+                    raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'.")
             await self.server.load_model(request.model_name, config, files or None)
         except TritonError as exc:
             return _fail(context, exc, pb.RepositoryModelLoadResponse())
@@ -68,7 +73,9 @@ class RepositoryServicerMixin:
             param = request.parameters.get("unload_dependents")
             if param is not None:
                 if param.WhichOneof("parameter_choice") != "bool_param":
-                    raise TritonError(Code.INVALID_ARG, "the 'unload_dependents' parameter must be a bool_param")
+                    raise TritonError(
+                        Code.INVALID_ARG, "invalid value type for 'unload_dependents' parameter, expected bool_param."
+                    )
                 dependents = param.bool_param
             await self.server.unload_model(request.model_name, dependents)
         except TritonError as exc:

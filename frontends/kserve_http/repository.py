@@ -62,16 +62,12 @@ async def _body(request: web.Request) -> dict[str, Any]:
         data = json.loads(raw)
     except ValueError as exc:
         raise TritonError(Code.INTERNAL, f"failed to parse the request JSON buffer: {exc}") from None
-    if not isinstance(data, dict):
-        raise TritonError(Code.INTERNAL, "failed to parse the request JSON buffer: expected a JSON object")
-    return data
+    return data if isinstance(data, dict) else {}  # Triton: JSON that is not an object has no members
 
 
 def _parameters(body: dict[str, Any]) -> dict[str, Any]:
     params = body.get("parameters", {})
-    if not isinstance(params, dict):
-        raise TritonError(Code.INTERNAL, "attempt to access JSON non-object as object")
-    return params
+    return params if isinstance(params, dict) else {}
 
 
 async def repository_index(request: web.Request) -> web.Response:
@@ -116,9 +112,7 @@ async def model_unload(request: web.Request) -> web.Response:
     """``POST /v2/repository/models/{m}/unload``: 200 with an empty body."""
     try:
         params = _parameters(await _body(request))
-        dependents = params.get("unload_dependents", False)
-        if not isinstance(dependents, bool):
-            raise TritonError(Code.INTERNAL, "attempt to access JSON non-boolean as boolean")
+        dependents = params.get("unload_dependents", False) is True  # Triton ignores other values
         await request.app[SERVER].unload_model(request.match_info["model"], dependents)
     except TritonError as exc:
         return _error(exc)

@@ -43,9 +43,9 @@ def test_reloads_under_load_fail_no_request(tmp_path: Path, start_server: Any) -
     failures: list[str] = []
     lock = threading.Lock()
 
-    def http_loop() -> None:
-        client = httpclient.InferenceServerClient(server.http_url)
-        inp = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+    def loop(module: Any, url: str) -> None:
+        client = module.InferenceServerClient(url)
+        inp = module.InferInput("INPUT0", [1, 4], "FP32")
         inp.set_data_from_numpy(data)
         while not stop.is_set():
             try:
@@ -55,23 +55,10 @@ def test_reloads_under_load_fail_no_request(tmp_path: Path, start_server: Any) -
                     counts["ok"] += 1
             except Exception as exc:  # every failure is recorded and fails the test
                 with lock:
-                    failures.append(f"http: {exc}")
+                    failures.append(f"{module.__name__}: {exc}")
 
-    def grpc_loop() -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        inp = grpcclient.InferInput("INPUT0", [1, 4], "FP32")
-        inp.set_data_from_numpy(data)
-        while not stop.is_set():
-            try:
-                out = client.infer("live", [inp]).as_numpy("OUTPUT0")
-                assert out.tolist() == data.tolist()
-                with lock:
-                    counts["ok"] += 1
-            except Exception as exc:
-                with lock:
-                    failures.append(f"grpc: {exc}")
-
-    threads = [threading.Thread(target=f) for f in (http_loop, http_loop, grpc_loop, grpc_loop)]
+    targets = [(httpclient, server.http_url), (grpcclient, server.grpc_url)] * 2
+    threads = [threading.Thread(target=loop, args=target) for target in targets]
     for t in threads:
         t.start()
     reloads = 0

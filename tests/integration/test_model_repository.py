@@ -22,11 +22,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.support.clients import http_call
+from tests.support.clients import grpc_call, http_call
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 from tritium.proto import grpc_service_pb2 as pb
-from tritium.proto import grpc_service_pb2_grpc
 
 BROKEN_PY = '''
 class TritonPythonModel:
@@ -75,13 +74,7 @@ def post(server: ServerProcess, path: str, body: Any = None, headers: dict[str, 
     return status, (json.loads(reply) if reply else None)
 
 
-def rpc(server: ServerProcess, name: str, request: Any, metadata: Any = None) -> tuple[grpc.StatusCode, Any]:
-    with grpc.insecure_channel(server.grpc_url) as channel:
-        stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        try:
-            return grpc.StatusCode.OK, getattr(stub, name)(request, metadata=metadata, timeout=120)
-        except grpc.RpcError as exc:
-            return exc.code(), exc.details()
+rpc = grpc_call
 
 
 def infer(server: ServerProcess, model: str, version: str = "") -> np.ndarray:
@@ -246,6 +239,24 @@ def test_load_with_a_bad_config_override_keeps_the_loaded_model(server: ServerPr
     request = pb.RepositoryModelLoadRequest(model_name="m")
     request.parameters["config"].string_param = "{bad"
     assert rpc(server, "RepositoryModelLoad", request) == (grpc.StatusCode.INTERNAL, message)
+    # gRPC parameter errors: Triton's messages
+    for key, kind, expected in (
+        ("foo", "string_param", "unrecognized load parameter 'foo'."),
+        ("config", "int64_param", "invalid value type for load parameter 'config', expected string_param."),
+        ("file:1/model.py", "string_param",
+         "invalid value type for load parameter 'file:1/model.py', expected bytes_param."),
+    ):
+        request = pb.RepositoryModelLoadRequest(model_name="m")
+        setattr(request.parameters[key], kind, 5 if kind == "int64_param" else "x")
+        assert rpc(server, "RepositoryModelLoad", request) == (grpc.StatusCode.INVALID_ARGUMENT, expected)
+    request = pb.RepositoryModelUnloadRequest(model_name="nonexist")
+    request.parameters["unload_dependents"].string_param = "x"
+    assert rpc(server, "RepositoryModelUnload", request) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "invalid value type for 'unload_dependents' parameter, expected bool_param."
+    )
+    # HTTP: unload ignores parameters it does not understand, as Triton
+    for body in ({"parameters": {"unload_dependents": "x"}}, {"parameters": {"foo": True}}, {"parameters": 5}, []):
+        assert post(server, "/v2/repository/models/nonexist/unload", body) == (200, None)
     assert infer(server, "m").tolist() == [[0, 1, 2, 3]]  # the loaded version kept serving
 
 

@@ -18,11 +18,10 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.support.clients import http_call
+from tests.support.clients import grpc_call, http_call
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 from tritium.proto import grpc_service_pb2 as pb
-from tritium.proto import grpc_service_pb2_grpc
 
 ECHO_PY = b'''
 import triton_python_backend_utils as pb_utils
@@ -50,13 +49,7 @@ def load(server: ServerProcess, name: str, parameters: dict[str, Any], headers: 
     return status, (json.loads(reply) if reply else None)
 
 
-def rpc(server: ServerProcess, name: str, request: Any, metadata: Any = None) -> tuple[grpc.StatusCode, Any]:
-    with grpc.insecure_channel(server.grpc_url) as channel:
-        stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        try:
-            return grpc.StatusCode.OK, getattr(stub, name)(request, metadata=metadata, timeout=120)
-        except grpc.RpcError as exc:
-            return exc.code(), exc.details()
+rpc = grpc_call
 
 
 def echo(server: ServerProcess, name: str) -> list[float]:
