@@ -8,7 +8,8 @@ each version folder (and other sub-folders such as ``warmup/``) once — a
 marker file records a completed download — and removes what the remote
 side no longer has. Credentials come from each file system's standard
 environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_ENDPOINT_URL`` for S3; ``GOOGLE_APPLICATION_CREDENTIALS`` for GCS;
+``AWS_ENDPOINT_URL`` for S3 — or Triton's ``s3://host:port/bucket/path``
+form; ``GOOGLE_APPLICATION_CREDENTIALS`` for GCS;
 ``AZURE_STORAGE_CONNECTION_STRING`` / ``AZURE_STORAGE_ACCOUNT_NAME`` for
 Azure). Runs in a worker thread of the core process (blocking I/O).
 """
@@ -40,7 +41,7 @@ def is_remote(repository: str) -> bool:
     return bool(sep) and scheme not in ("", "file")
 
 
-def _filesystem(scheme: str) -> Any:
+def _filesystem(scheme: str, **kwargs: Any) -> Any:
     try:
         import fsspec
     except ImportError:
@@ -48,7 +49,7 @@ def _filesystem(scheme: str) -> Any:
             Code.INVALID_ARG, "remote model repositories need the 'fsspec' package (pip install tritium[remote])"
         ) from None
     try:
-        return fsspec.filesystem(scheme)
+        return fsspec.filesystem(scheme, **kwargs)
     except ImportError as exc:
         package = PACKAGES.get(scheme, str(exc))
         raise TritonError(
@@ -70,6 +71,12 @@ class RemoteRepository:
     def __init__(self, url: str, cache_root: Path) -> None:
         self.url = url.rstrip("/")
         self.scheme, _, self.path = self.url.partition("://")
+        self._options: dict[str, Any] = {}
+        head, _, rest = self.path.partition("/")
+        if self.scheme == "s3" and ":" in head and rest:
+            # Triton's form for S3-compatible servers: s3://host:port/bucket/path
+            self._options = {"client_kwargs": {"endpoint_url": f"http://{head}"}}
+            self.path = rest
         self.local = cache_root / "remote" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
         self._fs: Any = None
 
@@ -80,7 +87,7 @@ class RemoteRepository:
         :raises TritonError: INVALID_ARG naming the package a scheme needs.
         """
         if self._fs is None:
-            self._fs = _filesystem(self.scheme)
+            self._fs = _filesystem(self.scheme, **self._options)
         return self._fs
 
     def _entries(self, path: str) -> list[tuple[str, str]]:

@@ -112,6 +112,22 @@ def test_s3_repository(s3: str, tmp_path: Path, start_server: Any, monkeypatch: 
     assert not (mirror / "other").exists()
 
 
+def test_s3_host_port_form(s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's ``s3://host:port/bucket/path`` names an S3-compatible server without AWS_ENDPOINT_URL."""
+    for key, value in env(s3).items():
+        if key != "AWS_ENDPOINT_URL":
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    client = boto3.client("s3", endpoint_url=s3)
+    client.create_bucket(Bucket="hostport")
+    put(client, "hostport", "repo/hp/config.pbtxt", identity_config(dims="[ 4 ]", max_batch_size=0))
+    put(client, "hostport", "repo/hp/1/weights.bin", b"\x00")
+    host_port = s3.split("://", 1)[1]
+    server = start_server([f"s3://{host_port}/hostport/repo"], [f"--model-cache-directory={tmp_path}"])
+    status, _, body = http_call(server, "POST", "/v2/repository/index")
+    assert (status, json.loads(body)) == (200, [{"name": "hp", "version": "1", "state": "READY"}])
+
+
 def test_missing_bucket_is_a_start_up_error(s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in env(s3).items():
         monkeypatch.setenv(key, value)

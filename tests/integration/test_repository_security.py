@@ -201,6 +201,17 @@ def test_model_names_with_separators_or_dotdot_are_refused(locked: ServerProcess
         assert status == 400 and json.loads(body)["error"].startswith("invalid model name")
 
 
+@pytest.mark.parametrize(("url_name", "name"), [("..%2Fm", "../m"), ("%2E%2E%2F..%2Fm", "../../m"), ("a%2Fb", "a/b")])
+def test_names_with_separators_in_other_urls_name_no_model(locked: ServerProcess, url_name: str, name: str) -> None:
+    # lookups only: a name with a separator is no model's name (Triton's answers); nothing is resolved on disk
+    unknown = {"error": f"Request for unknown model: '{name}' is not found"}
+    for path in (f"/v2/models/{url_name}", f"/v2/models/{url_name}/config"):
+        status, _, body = http_call(locked, "GET", path)
+        assert (status, json.loads(body)) == (404, unknown)
+    status, _, body = http_call(locked, "GET", f"/v2/models/{url_name}/ready")
+    assert (status, json.loads(body)) == (400, {"error": "Model version not ready"})
+
+
 @pytest.mark.parametrize("name", ["..", ".", "../m", "a/b", "a\\b", ""])
 def test_model_names_refused_over_grpc(locked: ServerProcess, name: str) -> None:
     for rpc_name, message in (
