@@ -201,10 +201,9 @@ class ModelRepositoryManager:
                     f"failed to load '{name}': loading model files sent in the request is disabled; "
                     f"start the server with {ALLOW_FLAG}=true to allow it",
                 )
-            if config is None:
-                raise TritonError(
-                    Code.INVALID_ARG, f"failed to load '{name}': model configuration must be provided with model files"
-                )
+            if config is None:  # Triton's answer (its log says the config is missing)
+                log.error("failed to load '%s': the model configuration must be provided with model files", name)
+                raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
             folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
             source = ModelSource(name, folder, folder.parent)
         else:

