@@ -7,8 +7,8 @@
 {"unload_dependents": true}}``). Answers are Triton's: 200 with an empty
 body for load/unload, the index as a JSON array, errors as
 ``{"error": "..."}`` with Triton's status (a body that is not JSON, or a
-parameter of the wrong type, is 500 as in Triton). Bodies are read with the
-endpoint's size limit. Runs on the core's event loop.
+parameter of the wrong type, is 500 as in Triton). Bodies are read within the
+endpoint's size limit (413 beyond it, see :mod:`.body`). Runs on the core's event loop.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from aiohttp import hdrs, web
 
 from ...core.errors import Code, TritonError
 from . import codec
-from ..base import http_status
-from .app import MAX_REQUEST_BYTES, SERVER
+from .app import SERVER
+from .body import error_status, read_body
 
 __all__ = ["add_repository_routes", "REPOSITORY_PREFIX"]
 
@@ -36,26 +36,17 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: TritonError) -> web.Response:
-    return _json({"error": exc.message}, http_status(exc.code))
+    return _json({"error": exc.message}, error_status(exc))
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    """The JSON body ({} when empty), read within the size limit.
+    """The JSON body ({} when empty or not an object), read within the size limit.
 
-    :raises TritonError: INVALID_ARG for a body over the limit (before reading
-        it when its length is declared), INTERNAL for a body that is not a
-        JSON object (Triton's status for a request JSON it cannot parse).
+    :raises BodyTooLarge: for a body over the limit (413, refused before reading
+        it when its length is declared).
+    :raises TritonError: INTERNAL for a body that is not JSON (Triton's status).
     """
-    limit = request.app[MAX_REQUEST_BYTES]
-    if request.content_length is not None and request.content_length > limit:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"request body of {request.content_length} bytes exceeds the maximum request size of {limit} bytes",
-        )
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise TritonError(Code.INVALID_ARG, f"request body exceeds the maximum request size of {limit} bytes") from None
+    raw = await read_body(request)
     if not raw:
         return {}
     try:

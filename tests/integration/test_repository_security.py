@@ -257,10 +257,12 @@ def test_repository_bodies_over_the_limit_are_refused_early(locked: ServerProces
             b"Content-Length: 10000000000\r\n\r\n"
         )
         reply = sock.recv(65536).decode()
-    assert reply.startswith("HTTP/1.1 400")
+    assert reply.startswith("HTTP/1.1 413")
     assert '{"error":"request body of 10000000000 bytes exceeds the maximum request size of 65536 bytes"}' in reply
     status, _, body = http_call(locked, "POST", "/v2/repository/index", b"{" + b" " * 70000 + b"}")
-    assert status == 400
+    assert (status, json.loads(body)) == (
+        413, {"error": "request body of 70002 bytes exceeds the maximum request size of 65536 bytes"}
+    )
     assert echo(locked, "m") == [0.0, 1.0, 2.0, 3.0]
 
 

@@ -48,7 +48,7 @@ def test_http_body_within_the_limit(server: ServerProcess) -> None:
 def test_http_body_over_the_limit(server: ServerProcess) -> None:
     body = request(2000)
     assert post(server, body) == (
-        400, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+        413, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
     )
     assert post(server, request(10))[0] == 200
 
@@ -60,7 +60,7 @@ def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
         conn.request("POST", "/v2/models/echo/infer", body=iter([body]), encode_chunked=True)
         resp = conn.getresponse()
         assert (resp.status, json.loads(resp.read())) == (
-            400, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
+            413, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
         )
     finally:
         conn.close()
@@ -70,7 +70,7 @@ def test_http_compressed_body_over_the_limit_once_decompressed(server: ServerPro
     body = gzip.compress(request(3000))
     assert len(body) <= LIMIT
     assert post(server, body, {"Content-Encoding": "gzip"}) == (
-        400, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
+        413, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
     )
 
 
