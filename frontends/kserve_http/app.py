@@ -76,7 +76,7 @@ def create_app(
     the size limit applied to the decompressed body.
 
     :param max_request_bytes: the body size limit; a larger body is refused
-        with 400 and a message naming the limit.
+        with 413 and a message naming the limit (see :mod:`.body`).
     :param restrictions: ``--http-restricted-api`` groups: group -> (header, value).
     """
     from .restricted import restricted_middleware
