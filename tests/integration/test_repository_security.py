@@ -120,6 +120,17 @@ def test_uploads_load_with_the_opt_in_flag(open_server: ServerProcess) -> None:
     request.parameters["file:1/model.py"].bytes_param = ECHO_PY
     assert rpc(open_server, "RepositoryModelLoad", request)[0] == grpc.StatusCode.OK
     assert echo(open_server, "up2") == [0.0, 1.0, 2.0, 3.0]
+    # the tritonclient calls the docs show
+    httpclient.InferenceServerClient(open_server.http_url).load_model(
+        "up3", config=config("up3"), files={"file:1/model.py": ECHO_PY}
+    )
+    assert echo(open_server, "up3") == [0.0, 1.0, 2.0, 3.0]
+    import tritonclient.grpc as grpcclient
+
+    grpcclient.InferenceServerClient(open_server.grpc_url).load_model(
+        "up4", config=config("up4"), files={"file:1/model.py": ECHO_PY}
+    )
+    assert echo(open_server, "up4") == [0.0, 1.0, 2.0, 3.0]
     # as in Triton: models that exist only in a request are not in the index
     status, _, body = http_call(open_server, "POST", "/v2/repository/index")
     assert [e["name"] for e in json.loads(body)] == ["m"]
