@@ -3,7 +3,9 @@
 ``Model.infer`` is the core's request path for one model version:
 
 1. check the request against the config (:mod:`.validation`);
-2. write every input's bytes once into the core's arena;
+2. write every input's bytes once into the core's arena (an input in a
+   client's registered shared-memory region is not copied: its descriptor
+   goes to the worker, which maps the region itself);
 3. hand the payload to the scheduler, which sends it to a free instance;
 4. turn the worker's RESPONSE frame into an :class:`InferenceResponse`
    whose outputs are views of shared memory (classification applied here);
@@ -24,6 +26,7 @@ from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
 from .memory.pool import TensorPool
+from .memory.shm_region import SystemRegion
 from .model_instance import InstanceOptions, ModelInstance
 from .request import InferenceRequest
 from .response import InferenceResponse, OutputTensor
@@ -61,6 +64,7 @@ class _Pending:
     done_ns: int = 0
     error: TritonError | None = None
     recorded: bool = False
+    regions: list[SystemRegion] = field(default_factory=list)  # registered regions in use
 
 
 class Model:
@@ -180,9 +184,21 @@ class Model:
         sig = self.signature
         batch_size = validate_request(sig, request)
         blocks: list[Block] = []
+        regions: list[SystemRegion] = []
         wire_inputs = []
+        shm_outputs: dict[str, list[int]] = {}
         try:
             for inp in request.inputs:
+                ref = inp.shared_memory
+                if ref is not None:  # in the client's region: checked here, read in place by the worker
+                    if sig.inputs[inp.name].datatype.is_bytes:
+                        check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
+                    else:
+                        check_input_bytes(sig, request, inp, ref.byte_size)
+                    ref.region.acquire()
+                    regions.append(ref.region)
+                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *ref.descriptor])
+                    continue
                 data = inp.data
                 if data is None:
                     raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
@@ -197,9 +213,17 @@ class Model:
                 if nbytes:
                     block.view[:] = view
                 wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
+            for out in request.outputs:
+                ref = out.shared_memory
+                if ref is not None:
+                    ref.region.acquire()
+                    regions.append(ref.region)
+                    shm_outputs[out.name] = list(ref.descriptor)
         except BaseException:
             for block in blocks:
                 self.pool.free(block)
+            for region in regions:
+                region.release()
             raise
         classification = {o.name: o.classification for o in request.outputs if o.classification > 0}
         params = request.parameters
@@ -215,6 +239,8 @@ class Model:
             "outputs": [o.name for o in request.outputs],
             "params": _backend_parameters(params),
         }
+        if shm_outputs:
+            wire["shm_outputs"] = shm_outputs
         loop = asyncio.get_running_loop()
         pending = _Pending(
             request,
@@ -222,6 +248,7 @@ class Model:
             None if stream else loop.create_future(),
             asyncio.Queue() if stream else None,
             classification,
+            regions=regions,
         )
         return Payload(wire, batch_size, self, pending)
 
@@ -252,7 +279,10 @@ class Model:
             self._leave()
             raise
         if response.error is not None:
-            self._leave()
+            try:
+                response.release()  # its input blocks and regions
+            finally:
+                self._leave()
             raise response.error
         # the request counts as in flight until its outputs (views of shared memory) are released
         release = response._release
@@ -300,9 +330,19 @@ class Model:
         tensors: list[OutputTensor] = []
         if error is None:
             try:
+                shm_outputs = payload.wire.get("shm_outputs")
                 for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
                     if release >= 0:
                         releases.append([seg_id, release])
+                    if shm_outputs and name in shm_outputs:  # written into the client's region
+                        region_id, region_offset, byte_size = shm_outputs[name]
+                        if seg_id != region_id or offset != region_offset or not 0 <= nbytes <= byte_size:
+                            raise TritonError(Code.INTERNAL, f"malformed shared-memory output '{name}' from model {self.label}")
+                        ref = next(o.shared_memory for o in request.outputs if o.name == name)
+                        tensor = OutputTensor(name, datatype, list(shape), b"", {})
+                        tensor.shared_memory_region = ref.region.name if ref is not None else ""
+                        tensors.append(tensor)
+                        continue
                     data = self.pool.segments.resolve(seg_id, offset, nbytes)
                     tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
@@ -365,6 +405,9 @@ class Model:
             blocks, pending.blocks = pending.blocks, []
             for block in blocks:
                 self.pool.free(block)
+            regions, pending.regions = pending.regions, []
+            for region in regions:
+                region.release()
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)

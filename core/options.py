@@ -6,6 +6,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .composition import Composition
+
 __all__ = ["ServerOptions", "default_backend_directory"]
 
 
@@ -45,6 +47,9 @@ class ServerOptions:
     :ivar http_restricted_api: protected API groups of the HTTP endpoint: group -> (header, value)
         (``--http-restricted-api``).
     :ivar grpc_restricted_protocol: the same for the gRPC endpoint (``--grpc-restricted-protocol``).
+    :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
+    :ivar composition: the backends and endpoints ``build.py`` composed this server with
+        (from ``plugins.toml``; not composed by default).
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -75,5 +80,7 @@ class ServerOptions:
     model_cache_dir: str | None = None
     http_restricted_api: dict[str, tuple[str, str]] = field(default_factory=dict)
     grpc_restricted_protocol: dict[str, tuple[str, str]] = field(default_factory=dict)
+    cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    composition: Composition = Composition(None, ())
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -29,10 +30,18 @@ PluginSettings = Mapping[str, Any]
 
 
 def default_plugins_file() -> Path:
-    """``plugins.toml`` of this installation (``$TRITIUM_PLUGINS`` overrides it)."""
+    """``plugins.toml`` of this installation.
+
+    First found of: ``$TRITIUM_PLUGINS``; ``<sys.prefix>/share/tritium/plugins.toml``
+    (the composition ``build.py`` installs into an image or ``--install-dir``
+    environment); the ``plugins.toml`` shipped with the package.
+    """
     override = os.environ.get("TRITIUM_PLUGINS")
     if override:
         return Path(override)
+    composed = Path(sys.prefix) / "share" / "tritium" / "plugins.toml"
+    if composed.is_file():
+        return composed
     return Path(__file__).resolve().parent.parent / "plugins.toml"
 
 

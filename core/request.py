@@ -9,12 +9,15 @@ KServe binary extension and gRPC ``raw_input_contents`` carry it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from .tensor import serialize_bytes
 from .types import by_name, from_numpy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory.shm_region import ShmRef
 
 __all__ = ["InferInput", "RequestedOutput", "InferenceRequest", "ParameterValue"]
 
@@ -29,9 +32,11 @@ class InferInput:
     :ivar datatype: KServe datatype name (``"FP32"``, ``"BYTES"``).
     :ivar shape: the shape, batch dimension included when the model batches.
     :ivar data: the tensor bytes (raw little-endian elements; BYTES as
-        length-prefixed elements). None when the data is elsewhere (a
-        shared-memory region, later).
+        length-prefixed elements). None when the data is in a shared-memory region.
     :ivar parameters: the input's parameters (``binary_data_size``, ...).
+    :ivar shared_memory: where the data lies when it is in a registered
+        system shared-memory region (see :meth:`SharedMemoryManager.resolve
+        <tritium.core.memory.shm_region.SharedMemoryManager.resolve>`).
     """
 
     name: str
@@ -39,6 +44,7 @@ class InferInput:
     shape: list[int]
     data: bytes | bytearray | memoryview | None = None
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    shared_memory: "ShmRef | None" = None
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> "InferInput":
@@ -64,10 +70,13 @@ class RequestedOutput:
     :ivar name: output name.
     :ivar parameters: its parameters (``classification`` = top-K count,
         ``binary_data`` for the HTTP binary extension, ...).
+    :ivar shared_memory: the registered region window the output is to be
+        written into, if any (the response then carries no bytes for it).
     """
 
     name: str
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    shared_memory: "ShmRef | None" = None
 
     @property
     def classification(self) -> int:

@@ -38,6 +38,9 @@ class OutputTensor:
     parameters: dict[str, Any] = field(default_factory=dict)
     #: ``(segment id, offset, nbytes)`` when ``data`` lies in a shared-memory segment
     location: tuple[int, int, int] | None = None
+    #: the name of the client's registered region the output was written into (``data`` is then
+    #: empty and frontends send no bytes for it, as Triton does)
+    shared_memory_region: str | None = None
 
     def as_numpy(self) -> np.ndarray:
         """The output as a numpy array (a view for fixed-size types; copy it to keep it past release)."""

@@ -18,13 +18,17 @@ from typing import Any, AsyncIterator
 
 from .. import __version__
 from .bls import BlsRouter
+from .cache import open_cache
+from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
+from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import TensorPool
+from .memory.shm_region import SharedMemoryManager
 from .model import Model
 from .model_repository.manager import ModelRepositoryManager
-from .options import ServerOptions
-from .plugins import create_frontends, load_plugin_settings
+from .options import ServerOptions, default_backend_directory
+from .plugins import create_frontends, default_plugins_file, load_plugin_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
 
@@ -38,6 +42,8 @@ EXTENSIONS = [
     "model_repository",
     "model_repository(unload_dependents)",
     "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
@@ -53,10 +59,18 @@ class InferenceServer:
 
     def __init__(self, options: ServerOptions, plugins: dict[str, Any] | None = None) -> None:
         self.options = options
+        self.plugins = plugins if plugins is not None else load_plugin_settings()
+        options.composition = read_composition(self.plugins, default_plugins_file().parent)
+        composed_directory = options.composition.backend_directory
+        if composed_directory is not None and options.backend_directory == default_backend_directory():
+            options.backend_directory = str(composed_directory)
         self.pool = TensorPool(directory=options.arena_dir)
         self.repository = ModelRepositoryManager(options, self.pool)
+        #: Triton's system and CUDA shared-memory extensions (client-registered regions)
+        self.shared_memory = SharedMemoryManager(self.pool)
+        self.cuda_shared_memory = CudaSharedMemoryManager()
+        self.shared_memory.cuda = self.cuda_shared_memory
         self.repository.instance_options.bls = BlsRouter(self)
-        self.plugins = plugins if plugins is not None else load_plugin_settings()
         self.frontends: list[Frontend] = []
         self._started = False
         self._stopping = False
@@ -71,6 +85,7 @@ class InferenceServer:
         :raises TritonError: INTERNAL when a model failed to load and
             ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
         """
+        self.repository.cache = await open_cache(self.options.cache_config)
         await self.repository.start()
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
@@ -111,6 +126,10 @@ class InferenceServer:
             except Exception as exc:  # a frontend failing to stop must not block shutdown
                 log.error("stopping frontend %s: %s", getattr(frontend, "name", frontend), exc)
         await self.repository.unload_all()
+        self.shared_memory.close()
+        self.cuda_shared_memory.close()
+        if self.repository.cache is not None:
+            await self.repository.cache.close()
         self.pool.close()
 
     # -- health and metadata -----------------------------------------------------------

@@ -80,6 +80,18 @@ class ModelStats:
         self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
         self.last_inference_ms = int(time.time() * 1000)
 
+    def record_cache_hit(self, request_ns: int, lookup_ns: int) -> None:
+        """Account a request the response cache answered: a success, no inference or execution."""
+        d = self.durations
+        d["success"].add(request_ns)
+        d["queue"].add(0)
+        d["cache_hit"].add(lookup_ns)
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_cache_miss(self, ns: int) -> None:
+        """Account a cache miss: ``ns`` = its lookup plus the insertion of the response."""
+        self.durations["cache_miss"].add(ns)
+
     def record_execution(self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int) -> None:
         """Account one backend execution of ``batch_size`` inferences."""
         self.execution_count += 1

@@ -17,6 +17,9 @@ What it writes (default locations are next to this script):
     model_repository/efficientnet_lite0_onnx/1/model.onnx    EfficientNet-Lite0, opset 17,
                                                             input "input" FP32 [B,3,224,224],
                                                             output "logits" FP32 [B,1000]
+    model_repository/efficientnet_ensemble/...              the ensemble example (docs/ensembles.md):
+    model_repository/image_preprocess/...                   examples/ensemble_models copied, plus
+    model_repository/label_postprocess/labels.txt           the class names for its last step
     model_repository/minilm/config.pbtxt                     python model, max_batch_size 8
     model_repository/minilm/1/model.py                       all-MiniLM-L6-v2 sentence embeddings:
                                                             input "TEXT" BYTES [B,1], output
@@ -530,10 +533,25 @@ def _build_minilm(args: argparse.Namespace) -> None:
     build_minilm(args.output, args.force)
 
 
+ENSEMBLE_NAME = "efficientnet_ensemble"
+ENSEMBLE_SOURCE = EXAMPLES_DIR / "ensemble_models"
+
+
+def _build_ensemble(args: argparse.Namespace) -> None:
+    """The ensemble example (docs/ensembles.md): its three models from examples/ensemble_models,
+    the class names for label_postprocess, and the EfficientNet model it runs in its middle step."""
+    _build_efficientnet(args)
+    for source in sorted(ENSEMBLE_SOURCE.rglob("*")):
+        if source.is_file() and "__pycache__" not in source.parts and source.name != "README.md":
+            _produce_text(args.output / source.relative_to(ENSEMBLE_SOURCE), source.read_text(encoding="utf-8"), args.force)
+    _produce(args.output / "label_postprocess" / "labels.txt", write_labels, args.force)
+
+
 #: every model this script builds, in build order
 MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     MODEL_NAME: _build_efficientnet,
     MINILM_NAME: _build_minilm,
+    ENSEMBLE_NAME: _build_ensemble,
 }
 
 

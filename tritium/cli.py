@@ -48,7 +48,6 @@ NOT_YET = {
     "--trace-file": "request tracing",
     "--trace-level": "request tracing",
     "--trace-rate": "request tracing",
-    "--cache-config": "the response cache",
     "--cache-directory": "the response cache",
     "--response-cache-byte-size": "the response cache",
     "--rate-limit": "the rate limiter",
@@ -78,6 +77,15 @@ def _bool(text: str) -> bool:
     if value in _FALSE:
         return False
     raise argparse.ArgumentTypeError(f"invalid boolean value '{text}' (expected true or false)")
+
+
+def _cache_config(text: str) -> tuple[str, dict[str, str]]:
+    from .core.cache import parse_cache_setting
+
+    try:
+        return parse_cache_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _backend_config(text: str) -> tuple[str, str, str]:
@@ -146,6 +154,28 @@ class _NotYet(argparse.Action):
         parser.error(f"{option} is a tritonserver flag for {NOT_YET[option or '']}, which tritium does not support yet")
 
 
+class _Version(argparse.Action):
+    """``--version``: the tritium version, then the backends and endpoints this server has."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        from .core.composition import describe, read_composition
+        from .core.errors import TritonError
+        from .core.options import default_backend_directory
+        from .core.plugins import default_plugins_file, load_plugin_settings
+
+        try:
+            composition = read_composition(load_plugin_settings(), default_plugins_file().parent)
+            directory = composition.backend_directory or default_backend_directory()
+            text = f"tritium {__version__}\n{describe(composition, directory)}\n"
+        except TritonError as exc:
+            parser.exit(1, f"tritium {__version__}\nerror: {exc.message}\n")
+        sys.stdout.write(text)
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (tritonserver's flag names)."""
     p = argparse.ArgumentParser(
@@ -154,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         formatter_class=_HelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"tritium {__version__}")
+    p.add_argument("--version", action=_Version, help="print the version and the backends and endpoints of this server, then exit")
     p.add_argument(
         "--model-repository", "--model-store", dest="model_repository", action="append", default=[],
         metavar="PATH", help="model repository folder (repeatable)",
@@ -224,6 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT", help=f"port of {what}")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
+        "--cache-config", action="append", type=_cache_config, default=[],
+        metavar="<cache>,<setting>=<value>",
+        help="the response cache: local,size=<bytes> or redis,host=<host>,port=<port> (repeatable)",
+    )
+    p.add_argument(
         "--max-request-bytes", type=int, default=1 << 31, metavar="BYTES",
         help="tritium: the largest request body accepted over HTTP and gRPC (default 2 GiB)",
     )
@@ -262,7 +297,11 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     backend_config: dict[str, dict[str, str]] = {}
     for backend, key, value in args.backend_config:
         backend_config.setdefault(backend, {})[key] = value
+    cache_config: dict[str, dict[str, str]] = {}
+    for cache, settings in args.cache_config:
+        cache_config.setdefault(cache, {}).update(settings)
     options = ServerOptions(
+        cache_config=cache_config,
         model_repositories=list(args.model_repository),
         backend_config=backend_config,
         auto_complete=auto_complete,

@@ -9,9 +9,12 @@ Runs on the core's event loop thread.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .arena import DEFAULT_SEGMENT_SIZE, Arena, Block, Segment, SegmentTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .shm_region import SystemRegion
 
 __all__ = ["TensorPool", "SegmentPeer"]
 
@@ -23,6 +26,8 @@ class SegmentPeer(Protocol):
 
     def drop_segment(self, segment_id: int) -> None: ...
 
+    def send_region(self, region: "SystemRegion") -> None: ...
+
 
 class TensorPool:
     """The core's input arena plus the table of every segment mapped in the core.
@@ -33,6 +38,7 @@ class TensorPool:
 
     def __init__(self, segment_size: int = DEFAULT_SEGMENT_SIZE, directory: str | None = None) -> None:
         self.segments = SegmentTable()
+        self._regions: dict[int, "SystemRegion"] = {}
         self._holders: dict[int, set[SegmentPeer]] = {}
         self.arena = Arena(0, segment_size, directory, on_segment=self.segments.add, on_drop=self._on_drop)
 
@@ -50,10 +56,24 @@ class TensorPool:
         if peer in holders:
             return
         segment = self.segments.get(segment_id)
-        if segment is None:
+        if segment is not None:
+            peer.send_segment(segment)
+            holders.add(peer)
             return
-        peer.send_segment(segment)
-        holders.add(peer)
+        region = self._regions.get(segment_id)
+        if region is not None and region.fd >= 0:
+            peer.send_region(region)
+            holders.add(peer)
+
+    def add_region(self, region: "SystemRegion") -> None:
+        """A client registered ``region``: its descriptor goes to workers when a request names it."""
+        self._regions[region.id] = region
+
+    def drop_region(self, region_id: int) -> None:
+        """A region was unregistered and is no longer used: the workers that map it drop it."""
+        self._regions.pop(region_id, None)
+        for peer in self._holders.pop(region_id, set()):
+            peer.drop_segment(region_id)
 
     def forget_peer(self, peer: SegmentPeer) -> None:
         """A worker exited: it holds nothing any more."""

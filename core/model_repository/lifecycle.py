@@ -1,6 +1,7 @@
 """One model version's load: config path checks, instances, warmup; and what poll mode compares.
 
-:func:`load_version` starts a version's instances (through
+:func:`load_version` checks the backend against the server's composition
+(``build.py``), starts a version's instances (through
 :func:`~tritium.core.model.load_model`), runs its ``model_warmup`` samples and
 returns it ready to serve; the repository manager decides when it becomes
 visible. Runs on the core's event loop.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
+from ..composition import check_backend
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model, load_model
@@ -101,10 +103,12 @@ async def load_version(
     )
     if environment is not None:
         options = dataclasses.replace(options, python=environment.python, env=environment.env)
-    if config.platform == normalize.ENSEMBLE:
-        raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
     if config.HasField("sequence_batching"):
         raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
+    check_backend(
+        server_options.composition, name, config.backend, source.path, version,
+        server_options.backend_directory, config.runtime,
+    )
     model = await load_model(
         name,
         version,

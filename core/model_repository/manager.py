@@ -7,6 +7,13 @@ with its reason logged and kept for the index, while the others serve. Lookups a
 ``Request for unknown model: 'm' is not found``, ``... version 3 is not
 found``, ``... has no available versions``, ``... version 1 is not at ready
 state``. Runs on the core's event loop.
+
+Ensembles follow Triton's dependency rules: they load after their composing
+models and are checked against them; loading an ensemble (explicit mode)
+loads its composing models too; unloading a composing model unloads the
+ensembles that use it, and loading it again brings them back; reloading a
+composing model re-checks its ensembles; ``unload_dependents`` on an
+ensemble also unloads the composing models that were loaded only for it.
 """
 
 from __future__ import annotations
@@ -17,28 +24,31 @@ import logging
 import os
 import shutil
 import tempfile
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
+from ..cache import CachedModel, ResponseCache, check_cacheable
 from ..devices import gpu_ids
+from ..ensemble import EnsembleModel, check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model, ModelState
 from ..model_config import normalize
-from ..model_config.parser import config_from_dict, read_config_file
+from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
+from .dependencies import closure, composing_of, composing_of_source, load_layers, users
 from .lifecycle import check_config_paths, fingerprint, load_version
 from .paths import check_model_name
 from .remote import RemoteRepository, is_remote
-from .repository import ModelSource, scan, versions_to_load
+from .repository import ModelSource, read_labels, scan, versions_to_load
 from .uploads import ALLOW_FLAG, write_upload
 
 log = logging.getLogger("tritium.repository")
 
-__all__ = ["ModelRepositoryManager", "VersionStatus", "ModelEntry"]
+__all__ = ["ModelEntry", "ModelRepositoryManager", "VersionStatus"]
 
 
 @dataclass(slots=True)
@@ -58,6 +68,12 @@ class ModelEntry:
     :ivar versions: its versions (empty when the model failed before any
         version could load, e.g. a config that does not parse).
     :ivar reason: why the model as a whole is unavailable, if it is.
+    :ivar explicit: loaded because it was asked for (start-up list, load
+        request, poll), not only as a composing model of an ensemble.
+    :ivar composing: the models its config's ensemble steps use (empty for other models).
+    :ivar waiting: an ensemble taken down because a composing model went away
+        or no longer fits; it loads again when its composing models (re)load.
+    :ivar override: the JSON config it was loaded with, if a load request gave one.
     """
 
     name: str
@@ -65,6 +81,15 @@ class ModelEntry:
     versions: dict[int, VersionStatus] = field(default_factory=dict)
     reason: str = ""
     fingerprint: tuple[tuple[str, int, int], ...] | None = None
+    explicit: bool = True
+    composing: frozenset[str] = frozenset()
+    waiting: bool = False
+    override: str | None = None
+
+    @property
+    def serving(self) -> bool:
+        """True while some version of it takes requests."""
+        return any(s.model is not None for s in self.versions.values())
 
 
 class ModelRepositoryManager:
@@ -105,6 +130,8 @@ class ModelRepositoryManager:
         self._retiring: set[asyncio.Task[None]] = set()
         self._poller: asyncio.Task[None] | None = None
         self._uploads: dict[str, Path] = {}
+        #: the server's response cache (set before :meth:`start`; None without ``--cache-config``)
+        self.cache: ResponseCache | None = None
 
     # -- the repository ---------------------------------------------------------------
     async def _roots(self) -> list[str]:
@@ -135,24 +162,31 @@ class ModelRepositoryManager:
         sources, duplicates = await self._scan()
         for name in duplicates:
             self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
+        implicit: set[str] = set()
         if self.options.model_control_mode == "explicit" and self.options.startup_models != ["*"]:
-            wanted = {}
+            named = []
             for name in self.options.startup_models:
                 if name in sources:
-                    wanted[name] = sources[name]
+                    named.append(name)
                 else:
                     self.models[name] = ModelEntry(name, None, reason="failed to poll from model repository")
                     log.error("failed to load '%s': model not found in any model repository", name)
-            sources = wanted
-        await asyncio.gather(*(self._load_logged(src) for src in sources.values()))
+            # an ensemble brings its composing models (as Triton: they load, not explicitly)
+            wanted = closure(named, lambda n: composing_of_source(sources[n]) if n in sources else ())
+            implicit = wanted - set(named)
+            sources = {n: sources[n] for n in wanted if n in sources}
+        for layer in load_layers(sources.values()):
+            await asyncio.gather(*(self._load_logged(src, explicit=src.name not in implicit) for src in layer))
         if self.options.model_control_mode == "poll" and self.options.repository_poll_s > 0:
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def _load_logged(self, source: ModelSource) -> None:
+    async def _load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
+        """:meth:`_load`, failures recorded and logged instead of raised; returns whether it loaded."""
         try:
-            await self._load(source)
+            await self._load(source, override, explicit=explicit)
         except TritonError:
-            pass  # recorded in the entry and logged
+            return False  # recorded in the entry and logged
+        return True
 
     async def unload_all(self) -> None:
         """Stop polling and unload every version (finalize backends, stop workers)."""
@@ -213,6 +247,7 @@ class ModelRepositoryManager:
                 raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
             source = found
         try:
+            await self._load_composing(source, config)
             await self._load(source, config, from_request=True)
         except TritonError:
             if files:
@@ -223,6 +258,26 @@ class ModelRepositoryManager:
             self._uploads[name] = source.path
             if old is not None and old != source.path:
                 shutil.rmtree(old, ignore_errors=True)
+        await self._refresh_users(name)
+
+    async def _load_composing(self, source: ModelSource, override: str | None) -> None:
+        """Load the composing models of ensemble ``source`` that do not serve yet (not explicitly, as Triton)."""
+        try:
+            config = await asyncio.to_thread(self._read_config, source, override)
+        except TritonError:
+            return  # the ensemble's own load reports it
+        parts = composing_of(config)
+        if not parts:
+            return
+        sources, _ = await self._scan()
+        needed = closure(parts, lambda n: composing_of_source(sources[n]) if n in sources else ())
+        missing = [
+            sources[n]
+            for n in sorted(needed - {source.name})
+            if n in sources and not (n in self.models and self.models[n].serving)
+        ]
+        for layer in load_layers(missing):  # a failure shows in the ensemble's own check
+            await asyncio.gather(*(self._load_logged(src, explicit=False) for src in layer))
 
     async def unload(self, name: str, unload_dependents: bool = False) -> None:
         """``POST /v2/repository/models/<name>/unload``: stop serving ``name``.
@@ -230,19 +285,58 @@ class ModelRepositoryManager:
         Returns once the model no longer takes requests; its versions are
         UNLOADING until their requests in flight finish, then UNAVAILABLE
         ("unloaded"). Unloading a model that is not loaded succeeds, as in
-        Triton. ``unload_dependents`` also unloads the ensembles that use the
-        model — tritium has no ensembles yet, so there are none to unload.
+        Triton. As in Triton, the ensembles that use the model are unloaded
+        with it (they load again when it does), and ``unload_dependents`` on an
+        ensemble also unloads its composing models that were loaded only for
+        it (not asked for themselves, not used by another loaded ensemble).
 
         :raises TritonError: UNAVAILABLE in modes ``none``/``poll``, INVALID_ARG for a bad name.
         """
-        del unload_dependents  # no ensembles yet: no dependents
         self._check_control()
         check_model_name(name)
         async with self._lock(name):
             entry = self.models.get(name)
             if entry is None:
                 return
+            entry.waiting = False
             self._unload_entry(entry)
+        self._unload_users(name)
+        if unload_dependents:
+            self._unload_parts(entry)
+
+    def _unload_users(self, name: str) -> None:
+        """Unload the ensembles that use ``name`` (gone or no longer fitting); they wait for it to load again."""
+        for user in users(name, {n: e.composing for n, e in self.models.items() if e.serving}):
+            entry = self.models[user]
+            log.error(
+                "Invalid argument: ensemble %s contains models that are not available or ambiguous: %s", user, name
+            )
+            entry.waiting = True
+            self._unload_entry(entry)
+            self._unload_users(user)
+
+    def _unload_parts(self, entry: ModelEntry) -> None:
+        """``unload_dependents``: unload ``entry``'s composing models loaded only for ensembles now unloaded."""
+        for part in sorted(entry.composing):
+            composing = self.models.get(part)
+            in_use = {p for e in self.models.values() if e.serving for p in e.composing}
+            if composing is None or composing.explicit or not composing.serving or part in in_use:
+                continue
+            self._unload_entry(composing)
+            self._unload_parts(composing)
+
+    async def _refresh_users(self, name: str, seen: set[str] | None = None) -> None:
+        """After ``name`` (re)loaded: re-check the ensembles that use it, and load those waiting for it."""
+        seen = set() if seen is None else seen
+        seen.add(name)
+        candidates = {n: e.composing for n, e in self.models.items() if e.serving or e.waiting}
+        for user in users(name, candidates):
+            entry = self.models[user]
+            if user in seen or entry.source is None:
+                continue
+            seen.add(user)
+            if await self._load_logged(entry.source, entry.override, explicit=entry.explicit):
+                await self._refresh_users(user, seen)
 
     def index(self, ready: bool = False) -> list[dict[str, str]]:
         """``POST /v2/repository/index``: every model of the repositories and its versions' states.
@@ -293,31 +387,43 @@ class ModelRepositoryManager:
         """Load added models, unload removed ones, reload changed ones (poll mode)."""
         sources, duplicates = await self._scan()
         for name, entry in list(self.models.items()):
-            if name not in sources and any(s.model is not None for s in entry.versions.values()):
+            if name not in sources and entry.serving:
                 log.info("model '%s' was removed from the repository: unloading", name)
                 async with self._lock(name):
                     self._unload_entry(entry)
+                    entry.fingerprint = None  # put back as it was, it loads again
+                self._unload_users(name)
+        changed = []
         for name, source in sources.items():
             entry = self.models.get(name)
             mark = await asyncio.to_thread(fingerprint, source.path)
-            if entry is not None and entry.fingerprint == mark:
-                continue
-            log.info("model '%s' %s", name, "changed: reloading" if entry is not None else "added: loading")
-            await self._load_logged(source)
+            if entry is None or entry.fingerprint != mark:
+                changed.append(source)
+        names = {src.name for src in changed}
+        for layer in load_layers(changed):  # composing models first, then the ensembles using them
+            for source in layer:
+                log.info("model '%s' %s", source.name, "added: loading" if source.name not in self.models else "changed: reloading")
+                if await self._load_logged(source):
+                    await self._refresh_users(source.name, set(names))
         del duplicates
 
     # -- loading -------------------------------------------------------------------------
-    async def _load(self, source: ModelSource, override: str | None = None, from_request: bool = False) -> None:
+    async def _load(
+        self, source: ModelSource, override: str | None = None, from_request: bool = False, explicit: bool = True
+    ) -> None:
         """Load (or live-reload) every version of ``source`` the version policy selects.
 
+        :param explicit: asked for itself (False: only as a composing model of an ensemble being loaded).
         :raises TritonError: why the model cannot load (the entry records it too).
         """
         name = source.name
         async with self._lock(name):
             entry = self.models.get(name)
-            first = entry is None or not any(s.model is not None for s in entry.versions.values())
+            first = entry is None or not entry.serving
             if entry is None:
                 entry = self.models[name] = ModelEntry(name, source)
+            if explicit or first:
+                entry.explicit = explicit
             previous = dict(entry.versions)
             mark = await asyncio.to_thread(fingerprint, source.path)
             gpus = gpu_ids()
@@ -339,6 +445,14 @@ class ModelRepositoryManager:
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
                 log.error("failed to load '%s': %s", name, exc.message)
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}") from None
+            ensemble = None
+            if config.platform == normalize.ENSEMBLE:
+                entry.composing = composing_of(config)
+                try:  # against the composing models that serve now; a failure leaves no version, as Triton
+                    ensemble = self._ensemble_config(name, config, gpus)
+                except TritonError as exc:
+                    self._ensemble_failed(entry, source, override, mark, exc)
+                    raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}\n") from None
             versions = versions_to_load(source, config)
             if not versions:
                 reason = f"at least one version must be available under the version policy of model '{name}'"
@@ -350,7 +464,9 @@ class ModelRepositoryManager:
             fresh = {v: VersionStatus(v) for v in versions}
             if first:
                 entry.source, entry.reason, entry.versions = source, "", fresh
-            await asyncio.gather(*(self._load_version(name, source, fresh[v], config, gpus) for v in versions))
+            await asyncio.gather(
+                *(self._load_version(name, source, fresh[v], config, gpus, ensemble) for v in versions)
+            )
             failed = [s for s in fresh.values() if s.model is None]
             if failed:
                 for status in fresh.values():  # all or nothing, as Triton
@@ -367,6 +483,7 @@ class ModelRepositoryManager:
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {details}\n")
             # switch over: new versions serve from now on; the old ones drain and stop
             entry.source, entry.reason, entry.fingerprint = source, "", mark
+            entry.override, entry.waiting = override, False
             merged = dict(fresh)
             for v, status in previous.items():
                 if status.model is not None:
@@ -388,18 +505,81 @@ class ModelRepositoryManager:
             raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
         else:
             raw = read_config_file(source.config_path) if source.config_path.exists() else None
-        return normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpu_ids())
+        config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpu_ids())
+        check_cacheable(config_to_dict(config))
+        if config.platform == normalize.ENSEMBLE:
+            check_scheduling(config_to_dict(config))
+        return config
+
+    def _ensemble_failed(
+        self, entry: ModelEntry, source: ModelSource, override: str | None, mark: Any, exc: TritonError
+    ) -> None:
+        """An ensemble that does not fit its composing models: as Triton, it stops serving and waits for them."""
+        entry.source, entry.override, entry.fingerprint, entry.waiting = source, override, mark, True
+        reason = f"{exc.code.text}: {exc.message}"
+        log.error("failed to load '%s': %s", entry.name, reason)
+        if entry.serving:
+            self._unload_entry(entry)
+            self._unload_users(entry.name)
+        elif not entry.versions:
+            entry.reason = reason
+
+    def _ensemble_config(self, name: str, config: mc.ModelConfig, gpus: Any) -> dict[str, Any]:
+        """An ensemble's final config (JSON form), checked against its composing models.
+
+        :raises TritonError: INVALID_ARG with Triton's message.
+        """
+        copy = mc.ModelConfig()
+        copy.CopyFrom(config)
+        final = config_to_dict(normalize.finalize(copy, name, gpus))
+        decoupled = check_composing(final, self.get)
+        final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
+        return final
+
+    def _wrap(self, model: Any) -> Any:
+        """``model`` behind the response cache when its config enables it and the server has one.
+
+        :raises TritonError: INVALID_ARG for a decoupled model that enables the cache.
+        """
+        if not check_cacheable(model.config):
+            return model
+        if self.cache is None:
+            log.warning(
+                "model '%s' enables the response cache, but the server has none (--cache-config): not caching",
+                model.name,
+            )
+            return model
+        return CachedModel(model, self.cache)
 
     async def _load_version(
-        self, name: str, source: ModelSource, status: VersionStatus, config: mc.ModelConfig, gpus: Any
+        self,
+        name: str,
+        source: ModelSource,
+        status: VersionStatus,
+        config: mc.ModelConfig,
+        gpus: Any,
+        ensemble: dict[str, Any] | None = None,
     ) -> None:
+        """Load one version into ``status`` (READY, or UNAVAILABLE with the reason).
+
+        :param ensemble: an ensemble's checked final config (None for other models).
+        """
         if self._limit is None:
             self._limit = asyncio.Semaphore(max(1, self.options.model_load_threads))
         async with self._limit:
             try:
-                status.model = await load_version(
-                    name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
-                )
+                if ensemble is not None:
+                    labels = read_labels(source.path, ensemble)
+                    model: Any = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
+                else:
+                    model = await load_version(
+                        name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
+                    )
+                try:
+                    status.model = self._wrap(model)
+                except TritonError:
+                    await model.unload()
+                    raise
             except TritonError as exc:
                 status.state = ModelState.UNAVAILABLE
                 status.reason = f"{exc.code.text}: {exc.message}"

@@ -35,6 +35,8 @@ from ..backend.loader import find_backend_library, load_backend_module
 from ..errors import Code, TritonError
 from ..logging import configure_logging
 from ..memory.arena import Arena, Segment, SegmentTable
+from ..memory.region_map import RegionTable
+from ..memory.shm_region import is_region_id
 from . import bls
 from .channel import BlockingChannel
 from .outputs import OutputWriter
@@ -57,6 +59,7 @@ class Worker:
         self.channel = channel
         self.worker_id = worker_id
         self.segments = SegmentTable()
+        self.regions = RegionTable()
         self.arena_lock = threading.Lock()
         self.arena = Arena(owner_id=worker_id, on_segment=self._announce_segment, on_drop=self._drop_segment)
         self.inbox: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
@@ -104,7 +107,14 @@ class Worker:
                 raise TritonError(Code.INTERNAL, "SEGMENT frame without exactly one fd")
             self.segments.attach(int(message[1]), int(message[2]), fds[0])
         elif kind == Kind.DROP_SEGMENT:
-            self.segments.remove(int(message[1]))
+            if is_region_id(int(message[1])):
+                self.regions.remove(int(message[1]))
+            else:
+                self.segments.remove(int(message[1]))
+        elif kind == Kind.REGION:
+            if len(fds) != 1:
+                raise TritonError(Code.INTERNAL, "REGION frame without exactly one fd")
+            self.regions.attach(int(message[1]), int(message[2]), str(message[3]), str(message[4]), fds[0])
         elif kind == Kind.RELEASE:
             with self.arena_lock:
                 for seg_id, offset in message[1]:

@@ -3,6 +3,11 @@
 Inputs: each descriptor in an EXECUTE frame is resolved (bounds-checked)
 against the mapped segments and viewed as a read-only numpy array: no copy.
 
+Inputs and outputs in a client's registered shared-memory region: inputs are
+views of the worker's own mapping of the region (no copy); outputs asked into
+a region are written there (one copy, ``pwrite``) and only their descriptor
+goes back (see :mod:`tritium.core.memory.region_map`).
+
 Outputs: an array that already lies in shared memory this request may hand
 back (one of its own input blocks, e.g. an identity model, or a block from
 :meth:`Request.output_buffer`) is sent by descriptor, with no copy. Any other
@@ -22,6 +27,7 @@ import numpy as np
 from ..backend.api import Request
 from ..errors import Code, TritonError
 from ..memory.arena import EMPTY_SEGMENT, Block
+from ..memory.shm_region import is_region_id
 from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
 from ..types import DataType, by_config_name, by_name, element_count, from_numpy
 from .protocol import Kind, ResponseFlag
@@ -43,6 +49,8 @@ class _Token:
     inputs: list[tuple[int, int, int, int]]  # (segment id, address, offset, nbytes)
     allocations: list[Block] = field(default_factory=list)
     sent: set[int] = field(default_factory=set)  # ids of allocations handed to the core
+    #: outputs asked into a registered region: name -> (region id, offset, byte size)
+    shm_outputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 class OutputWriter:
@@ -85,6 +93,7 @@ class OutputWriter:
             tensor whose length prefixes do not fit (INTERNAL/INVALID_ARG).
         """
         segments = self.worker.segments
+        regions = self.worker.regions
         requests = []
         for index, wire in enumerate(wire_requests):
             inputs: dict[str, np.ndarray] = {}
@@ -93,6 +102,12 @@ class OutputWriter:
                 dt = by_name(datatype)
                 if dt is None:
                     raise TritonError(Code.INTERNAL, f"unknown datatype '{datatype}' in EXECUTE frame")
+                if is_region_id(seg_id):  # the client's region, mapped here: read in place
+                    view = regions.view(seg_id, offset, nbytes)
+                    array = tensor_from_buffer(dt, shape, view)
+                    array.flags.writeable = False
+                    inputs[name] = array
+                    continue
                 view = segments.resolve(seg_id, offset, nbytes)
                 array = tensor_from_buffer(dt, shape, view)
                 array.flags.writeable = False
@@ -100,7 +115,7 @@ class OutputWriter:
                 segment = segments.get(seg_id)
                 if segment is not None:
                     ranges.append((seg_id, segment.address + offset, offset, nbytes))
-            token = _Token(batch_id, index, ranges)
+            token = _Token(batch_id, index, ranges, shm_outputs=wire.get("shm_outputs") or {})
             requests.append(
                 Request(
                     wire.get("id", ""),
@@ -208,6 +223,9 @@ class OutputWriter:
             array = np.asarray(array)
         dt = self._datatype(name, array)
         shape = [int(d) for d in array.shape]
+        target = token.shm_outputs.get(name)
+        if target is not None:
+            return self._place_in_region(name, dt, shape, array, target)
         if dt.is_bytes:
             size = serialized_bytes_size(array)
             block = self._allocate(size)
@@ -236,6 +254,25 @@ class OutputWriter:
         block.view[:] = memoryview(array).cast("B")
         seg_id, offset, nbytes = block.descriptor
         return [name, dt.name, shape, seg_id, offset, nbytes, offset]
+
+    def _place_in_region(
+        self, name: str, dt: DataType, shape: list[int], array: np.ndarray, target: Sequence[int]
+    ) -> list[Any]:
+        """Write an output into the client's region it was asked into; return its descriptor."""
+        region_id, offset, byte_size = (int(v) for v in target)
+        if dt.is_bytes:
+            data: bytes | memoryview = serialize_bytes(array)  # type: ignore[assignment]
+        else:
+            data = memoryview(np.ascontiguousarray(array)).cast("B")
+        nbytes = memoryview(data).nbytes
+        if nbytes > byte_size:
+            raise TritonError(
+                Code.INTERNAL,
+                f"shared memory size specified with the request for output '{name}' ({byte_size} bytes) "
+                f"should be at least {nbytes} bytes to hold the results",
+            )
+        self.worker.regions.write(region_id, offset, data)
+        return [name, dt.name, shape, region_id, offset, nbytes, NO_RELEASE]
 
     def _allocate(self, nbytes: int) -> Block:
         return self.worker.allocate(nbytes)

@@ -326,6 +326,8 @@ class WorkerProcess:
         for wire in batch.wire_requests:
             for descriptor in wire["inputs"]:
                 self.pool.ensure_sent(descriptor[3], self)
+            for descriptor in (wire.get("shm_outputs") or {}).values():
+                self.pool.ensure_sent(descriptor[0], self)
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
         self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests])
@@ -362,8 +364,13 @@ class WorkerProcess:
         if self._channel is not None:
             self._channel.send([Kind.SEGMENT, segment.id, segment.size], [segment.fd])
 
+    def send_region(self, region: Any) -> None:
+        """Send a registered shared-memory region's fd (see :class:`TensorPool`)."""
+        if self._channel is not None:
+            self._channel.send([Kind.REGION, region.id, region.size, region.name, region.key], [region.fd])
+
     def drop_segment(self, segment_id: int) -> None:
-        """Tell the worker a core segment is gone."""
+        """Tell the worker a core segment (or a region) is gone."""
         if self._channel is not None:
             self._channel.send([Kind.DROP_SEGMENT, segment_id])
 

@@ -27,7 +27,15 @@ PING / PONG        <>    nonce
 INFER              <-    call id, request dict (model code calling another model: BLS)
 INFER_RESPONSE     ->    call id, response index, final, outputs, error, parameters
 INFER_RELEASE      <-    call id, response index (the worker has copied the outputs)
+REGION             ->    region id, size to map in bytes, name, key (one fd attached: a
+                         client's registered system shared-memory object; DROP_SEGMENT
+                         with the region id drops it)
 =================  ====  ==========================================================
+
+Descriptors whose segment id names a region (:data:`~tritium.core.memory.shm_region.REGION_OWNER`
+in the high bits) point into a client's shared-memory object: inputs read in
+place; a request's ``shm_outputs`` (output name -> ``[region id, offset,
+byte size]``) are written there by the worker.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ __all__ = [
     "FrameDecoder",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8
@@ -76,6 +84,7 @@ class Kind(enum.IntEnum):
     INFER = 14
     INFER_RESPONSE = 15
     INFER_RELEASE = 16
+    REGION = 17
 
 
 class ResponseFlag(enum.IntFlag):

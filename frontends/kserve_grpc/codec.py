@@ -24,6 +24,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ...core.errors import Code, TritonError
+from ...core.memory.shm_region import ShmRef
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
 from ...core.response import InferenceResponse
 from ...core.tensor import serialize_bytes
@@ -156,29 +157,46 @@ def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, An
     return out
 
 
-def _tensor_parameters(params: Mapping[str, pb.InferParameter], name: str) -> dict[str, Any]:
-    """Input or output parameters as Python values; shared-memory references are refused.
+#: resolves ``(region name, offset, byte size)`` to a registered window
+#: (:meth:`~tritium.core.memory.shm_region.SharedMemoryManager.resolve`)
+RegionResolver = Callable[[str, int, "int | None"], ShmRef]
 
-    tritium has no shared-memory regions yet (registering one is
-    UNIMPLEMENTED), so a tensor naming one gets the answer Triton gives for
-    a region that is not registered.
+
+def _tensor_parameters(
+    params: Mapping[str, pb.InferParameter], name: str, regions: RegionResolver | None
+) -> tuple[dict[str, Any], ShmRef | None]:
+    """Input or output parameters as Python values, and the shared-memory window they name (if any).
+
+    :raises TritonError: Triton's errors for badly typed shared-memory
+        parameters, and those of :meth:`SharedMemoryManager.resolve`.
     """
     out = {key: _value(param) for key, param in params.items()}
-    if "shared_memory_region" in out:
-        region = out["shared_memory_region"]
-        if not isinstance(region, str) or params["shared_memory_region"].WhichOneof("parameter_choice") != "string_param":
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"invalid value type for 'shared_memory_region' parameter for tensor '{name}', expected string_param.",
-            )
-        raise TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+    numbers: dict[str, int] = {}
     for key in ("shared_memory_offset", "shared_memory_byte_size"):
         if key in out:
+            if params[key].WhichOneof("parameter_choice") != "int64_param":
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"invalid value type for '{key}' parameter for tensor '{name}', expected int64_param.",
+                )
+            numbers[key] = out[key]
+    if "shared_memory_region" not in out:
+        for key in numbers:
             raise TritonError(
                 Code.INVALID_ARG,
                 f"'{key}' can not be specified without 'shared_memory_region' parameter for tensor '{name}'",
             )
-    return {k: v for k, v in out.items() if v is not None}
+        return {k: v for k, v in out.items() if v is not None}, None
+    region = out["shared_memory_region"]
+    if params["shared_memory_region"].WhichOneof("parameter_choice") != "string_param":
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"invalid value type for 'shared_memory_region' parameter for tensor '{name}', expected string_param.",
+        )
+    if regions is None:
+        raise TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+    ref = regions(region, numbers.get("shared_memory_offset", 0), numbers.get("shared_memory_byte_size"))
+    return {k: v for k, v in out.items() if v is not None}, ref
 
 
 def parameters_to_proto(params: Mapping[str, Any], target: Any) -> None:
@@ -257,6 +275,7 @@ def to_infer_request(
     request: pb.ModelInferRequest,
     model_lookup: Callable[[str, str], Any],
     raws: Sequence[bytes | memoryview] | None = None,
+    regions: RegionResolver | None = None,
 ) -> InferenceRequest:
     """Build the core request for a ``ModelInferRequest``.
 
@@ -265,34 +284,43 @@ def to_infer_request(
         Triton, whatever else is wrong with it.
     :param raws: the raw input contents when they were split off the message
         (see :mod:`.wire`); by default ``request.raw_input_contents``.
+    :param regions: resolves tensors in registered shared-memory regions.
     :raises TritonError: INVALID_ARG / NOT_FOUND with Triton's messages.
     """
     version = request.model_version
     if version:
         version = parse_version(version)
     try:
-        return _convert(request, version, request.raw_input_contents if raws is None else raws)
+        return _convert(request, version, request.raw_input_contents if raws is None else raws, regions)
     except TritonError:
         model_lookup(request.model_name, version)  # raises first for an unknown model
         raise
 
 
-def _convert(request: pb.ModelInferRequest, version: str, raws: Sequence[bytes | memoryview]) -> InferenceRequest:
+def _convert(
+    request: pb.ModelInferRequest,
+    version: str,
+    raws: Sequence[bytes | memoryview],
+    regions: RegionResolver | None,
+) -> InferenceRequest:
     model_name = request.model_name
     parameters = _request_parameters(request.parameters) if request.parameters else {}
     n_raw = len(raws)
     index = 0
     inputs: list[InferInput] = []
     for io in request.inputs:
-        params = _tensor_parameters(io.parameters, io.name) if io.parameters else {}
-        if io.HasField("contents"):
+        params, ref = _tensor_parameters(io.parameters, io.name, regions) if io.parameters else ({}, None)
+        data: bytes | memoryview | None
+        if ref is not None:
+            data = None
+        elif io.HasField("contents"):
             if n_raw:
                 raise TritonError(
                     Code.INVALID_ARG,
                     f"contents field must not be specified when using raw_input_contents for '{io.name}' "
                     f"for model '{model_name}'",
                 )
-            data: bytes = _typed_contents(io, model_name)
+            data = _typed_contents(io, model_name)
         elif index < n_raw:
             data = raws[index]
             index += 1
@@ -301,10 +329,10 @@ def _convert(request: pb.ModelInferRequest, version: str, raws: Sequence[bytes |
                 Code.INVALID_ARG,
                 f"unable to find data for input tensor '{io.name}' for model '{model_name}' in request.",
             )
-        inputs.append(InferInput(io.name, io.datatype, list(io.shape), data, params))
+        inputs.append(InferInput(io.name, io.datatype, list(io.shape), data, params, ref))
     outputs: list[RequestedOutput] = []
     for out in request.outputs:
-        params = _tensor_parameters(out.parameters, out.name) if out.parameters else {}
+        params, ref = _tensor_parameters(out.parameters, out.name, regions) if out.parameters else ({}, None)
         if "classification" in params:
             cls = out.parameters["classification"]
             if cls.WhichOneof("parameter_choice") != "int64_param":
@@ -316,7 +344,7 @@ def _convert(request: pb.ModelInferRequest, version: str, raws: Sequence[bytes |
                     Code.INVALID_ARG, "invalid value for 'classification' parameter, expected >= 0"
                 )
             params["classification"] = cls.int64_param & 0xFFFFFFFF  # Triton keeps a uint32
-        outputs.append(RequestedOutput(out.name, params))
+        outputs.append(RequestedOutput(out.name, params, ref))
     return InferenceRequest(model_name, version, request.id, inputs, outputs, parameters)
 
 

@@ -24,6 +24,7 @@ from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
 from ..base import grpc_status
 from .repository import RepositoryServicerMixin
+from .shared_memory import SharedMemoryRpcs
 from .codec import (
     model_metadata_to_proto,
     parse_version,
@@ -66,7 +67,7 @@ def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> No
         previous.add_done_callback(lambda _: mine.done() or mine.set_result(None))
 
 
-class InferenceServicer(RepositoryServicerMixin, pb_grpc.GRPCInferenceServiceServicer):
+class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCInferenceServiceServicer):
     """``inference.GRPCInferenceService`` over one :class:`InferenceServer`.
 
     :param server: the server whose API the RPCs call.
@@ -132,7 +133,7 @@ class InferenceServicer(RepositoryServicerMixin, pb_grpc.GRPCInferenceServiceSer
         server = self.server
         try:
             request, raws = parse_infer_request(data)
-            response = await server.infer(to_infer_request(request, server.model, raws))
+            response = await server.infer(to_infer_request(request, server.model, raws, server.shared_memory.resolve))
         except TritonError as exc:
             return _fail(context, exc, _EMPTY_INFER).SerializeToString()
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
@@ -193,7 +194,7 @@ class InferenceServicer(RepositoryServicerMixin, pb_grpc.GRPCInferenceServiceSer
         server = self.server
         try:
             try:
-                core_request = to_infer_request(request, server.model)
+                core_request = to_infer_request(request, server.model, None, server.shared_memory.resolve)
                 model = server.model(core_request.model_name, core_request.model_version)
             except TritonError as exc:
                 messages = [stream_error(exc.message, request.id)]
@@ -240,39 +241,6 @@ class InferenceServicer(RepositoryServicerMixin, pb_grpc.GRPCInferenceServiceSer
             context,
             TritonError(Code.UNSUPPORTED, f"{rpc}: the {extension} extension is not supported by tritium yet"),
             empty,
-        )
-
-    async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> pb.SystemSharedMemoryStatusResponse:
-        return self._unsupported(
-            context, "SystemSharedMemoryStatus", "system shared memory", pb.SystemSharedMemoryStatusResponse()
-        )
-
-    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> pb.SystemSharedMemoryRegisterResponse:
-        return self._unsupported(
-            context, "SystemSharedMemoryRegister", "system shared memory", pb.SystemSharedMemoryRegisterResponse()
-        )
-
-    async def SystemSharedMemoryUnregister(
-        self, request: Any, context: Any
-    ) -> pb.SystemSharedMemoryUnregisterResponse:
-        return self._unsupported(
-            context, "SystemSharedMemoryUnregister", "system shared memory",
-            pb.SystemSharedMemoryUnregisterResponse(),
-        )
-
-    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> pb.CudaSharedMemoryStatusResponse:
-        return self._unsupported(
-            context, "CudaSharedMemoryStatus", "CUDA shared memory", pb.CudaSharedMemoryStatusResponse()
-        )
-
-    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> pb.CudaSharedMemoryRegisterResponse:
-        return self._unsupported(
-            context, "CudaSharedMemoryRegister", "CUDA shared memory", pb.CudaSharedMemoryRegisterResponse()
-        )
-
-    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> pb.CudaSharedMemoryUnregisterResponse:
-        return self._unsupported(
-            context, "CudaSharedMemoryUnregister", "CUDA shared memory", pb.CudaSharedMemoryUnregisterResponse()
         )
 
     async def TraceSetting(self, request: Any, context: Any) -> pb.TraceSettingResponse:

@@ -23,11 +23,12 @@ import re
 import struct
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ...core.errors import Code, TritonError
+from ...core.memory.shm_region import ShmRef
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
 from ...core.response import InferenceResponse
 from ...core.tensor import deserialize_bytes, serialize_bytes
@@ -56,6 +57,10 @@ _MISSING = "attempt to access non-existing object member "
 _SHAPE_MISMATCH = "Unable to parse 'data': Shape does not match true shape of 'data' field"
 
 _LEN = struct.Struct("<I")
+
+#: resolves ``(region name, offset, byte size or None)`` to a registered window
+#: (:meth:`~tritium.core.memory.shm_region.SharedMemoryManager.resolve`)
+RegionResolver = Callable[[str, int, "int | None"], ShmRef]
 
 
 def _internal(message: str) -> TritonError:
@@ -269,8 +274,8 @@ def _input_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if isinstance(v, (bool, int, float, str))}
 
 
-def _shared_memory(params: Mapping[str, Any]) -> str | None:
-    """Check the shared-memory parameters (``CheckSharedMemoryData``); return the region, if any."""
+def _shared_memory(params: Mapping[str, Any], regions: RegionResolver | None) -> ShmRef | None:
+    """Check the shared-memory parameters (``CheckSharedMemoryData``); return the window, if any."""
     region = None
     if "shared_memory_region" in params:
         region = params["shared_memory_region"]
@@ -279,16 +284,20 @@ def _shared_memory(params: Mapping[str, Any]) -> str | None:
     for key in ("shared_memory_offset", "shared_memory_byte_size"):
         if key in params and not _is_uint(params[key]):
             raise _internal(f"Unable to parse '{key}': {_NOT_UINT}")
-    return region
-
-
-def _no_region(region: str) -> TritonError:
-    # No shared-memory region can be registered on this server yet.
-    return TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+    if region is None:
+        return None
+    if regions is None:
+        raise TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{region}'")
+    return regions(region, params.get("shared_memory_offset", 0), params.get("shared_memory_byte_size"))
 
 
 def _inputs(
-    root: Mapping[str, Any], body: memoryview, start: int, model_name: str, prefix: str
+    root: Mapping[str, Any],
+    body: memoryview,
+    start: int,
+    model_name: str,
+    prefix: str,
+    regions: RegionResolver | None,
 ) -> list[InferInput]:
     if "inputs" not in root:
         raise _internal(f"Unable to parse 'inputs': {_MISSING}'inputs'")
@@ -325,7 +334,8 @@ def _inputs(
         if name in seen:
             raise _invalid(f"{prefix}input '{name}' already exists in request")
         seen.add(name)
-        data: bytes | memoryview
+        data: bytes | memoryview | None
+        ref: ShmRef | None = None
         if has_binary:
             size = params["binary_data_size"]
             if not _is_uint(size):
@@ -339,24 +349,26 @@ def _inputs(
             data = body[offset : offset + size]
             offset += size
         else:
-            region = _shared_memory(params)
-            if region is not None:
-                raise _no_region(region)
+            ref = _shared_memory(params, regions)
             count = _element_count(shape)
-            if count == 0:
+            if ref is not None:
+                data = None
+            elif count == 0:
                 data = b""
             else:
                 values = obj["data"]
                 if type(values) is not list:
                     raise _internal(f"Unable to parse 'data': {_NOT_ARRAY}")
                 data = _json_tensor(name, datatype, values, count)
-        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params)))
+        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref))
     if offset != end:
         raise _invalid(f"unexpected additional input data for model '{model_name}'")
     return inputs
 
 
-def _outputs(root: Mapping[str, Any], plan: OutputPlan) -> list[RequestedOutput]:
+def _outputs(
+    root: Mapping[str, Any], plan: OutputPlan, regions: RegionResolver | None
+) -> list[RequestedOutput]:
     if "outputs" not in root:
         return []
     items = root["outputs"]
@@ -379,25 +391,29 @@ def _outputs(root: Mapping[str, Any], plan: OutputPlan) -> list[RequestedOutput]
         classes = params.get("classification", 0)
         if not _is_uint(classes):
             raise _internal(f"Unable to set 'classification': {_NOT_UINT}")
-        region = _shared_memory(params)
-        if region is not None:
-            raise _no_region(region)
+        ref = _shared_memory(params, regions)
         binary = params.get("binary_data", False)
         if type(binary) is not bool:
             raise _internal(f"Unable to parse 'binary_data': {_NOT_BOOL}")
         if name not in plan.binary:  # a repeated output keeps its first settings, as in Triton
             plan.binary[name] = binary
-            outputs.append(RequestedOutput(name, {"classification": classes} if classes else {}))
+            outputs.append(RequestedOutput(name, {"classification": classes} if classes else {}, ref))
     return outputs
 
 
 def parse_infer_request(
-    body: memoryview, header_length: int, model_name: str, model_version: str
+    body: memoryview,
+    header_length: int,
+    model_name: str,
+    model_version: str,
+    regions: RegionResolver | None = None,
 ) -> tuple[InferenceRequest, OutputPlan]:
     """Parse an inference request body: the JSON header, then the binary data it sizes.
 
     :param body: the whole (decompressed) body.
     :param header_length: bytes of JSON header at its start (> 0).
+    :param regions: resolves tensors given in registered shared-memory regions
+        (None: no region exists).
     :raises TritonError: INTERNAL for malformed JSON (Triton's "Unable to
         parse ..." messages), INVALID_ARG for inconsistent sizes, NOT_FOUND for
         an unknown shared-memory region.
@@ -412,9 +428,9 @@ def parse_infer_request(
         _encode_text(request_id, "id")
     parameters, binary_output = _request_parameters(root)
     prefix = f"[request id: {request_id or '<id_unknown>'}] "
-    inputs = _inputs(root, body, header_length, model_name, prefix)
+    inputs = _inputs(root, body, header_length, model_name, prefix, regions)
     plan = OutputPlan(binary_output)
-    outputs = _outputs(root, plan)
+    outputs = _outputs(root, plan, regions)
     request = InferenceRequest(model_name, model_version, request_id, inputs, outputs, parameters)
     return request, plan
 
@@ -541,7 +557,9 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rend
         shape = ",".join(str(int(d)) for d in out.shape)
         head.append("," if i else "")
         head.append(f'{{"name":{encode(out.name)},"datatype":"{out.datatype}","shape":[{shape}]')
-        if plan.is_binary(out.name):
+        if out.shared_memory_region is not None:  # written into the client's region: nothing to send
+            head.append("}")
+        elif plan.is_binary(out.name):
             nbytes = memoryview(out.data).nbytes
             head.append(f',"parameters":{{"binary_data_size":{nbytes}}}}}')
             if nbytes:

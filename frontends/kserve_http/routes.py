@@ -26,6 +26,7 @@ from . import codec
 from .app import INFLIGHT, MAX_REQUEST_BYTES, SERVER
 from .body import BodyTooLarge, error_status, read_body
 from .repository import add_repository_routes
+from .shared_memory import add_shared_memory_routes
 
 log = logging.getLogger("tritium.http")
 
@@ -213,7 +214,7 @@ async def _infer(request: web.Request) -> web.StreamResponse:
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
     else:
-        ireq, plan = codec.parse_infer_request(view, length, name, version)
+        ireq, plan = codec.parse_infer_request(view, length, name, version, server.shared_memory.resolve)
     response = await server.infer(ireq)
     streaming = False
     try:
@@ -306,8 +307,6 @@ _NOT_YET = (
     ("/v2/models/{model:[^/]+}/trace/setting", "trace"),
     ("/v2/trace/setting", "trace"),
     ("/v2/logging", "logging"),
-    ("/v2/systemsharedmemory{tail:.*}", "system shared memory"),
-    ("/v2/cudasharedmemory{tail:.*}", "CUDA shared memory"),
 )
 
 
@@ -342,6 +341,7 @@ def add_routes(app: web.Application) -> None:
     add("/v2/health/live", hdrs.METH_GET, health_live)
     add("/v2/health/ready", hdrs.METH_GET, health_ready)
     add_repository_routes(app, method_not_allowed)
+    add_shared_memory_routes(add)
     for path, extension in _NOT_YET:
         app.router.add_route(hdrs.METH_ANY, path, _not_yet(extension))
     app.router.add_route(hdrs.METH_ANY, "/{tail:.*}", not_found)

@@ -26,6 +26,13 @@ _COUNTERS = (
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", ("compute_output", "ns"), 1000),
 )
 _FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+_CACHE = (
+    # name, help, stats duration, field, scale (Triton's per-model response-cache families)
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count", 1),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns", 1000),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count", 1),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds", "cache_miss", "ns", 1000),
+)
 
 
 class TritiumCollector:
@@ -46,6 +53,7 @@ class TritiumCollector:
             "gauge",
         )
         restarts = Metric("tritium_instance_restarts", "Model instance worker restarts since the model loaded", "counter")
+        cache = [Metric(name, doc, "counter") for name, doc, *_rest in _CACHE]
         for model in models:
             labels = {"model": model.name, "version": str(model.version)}
             stats = model.stats
@@ -60,12 +68,28 @@ class TritiumCollector:
                 failure.add_sample(failure.name, {**labels, "reason": reason}, fail_ns.get(reason, 0))
             pending.add_sample(pending.name, labels, model.scheduler.inflight_count())
             restarts.add_sample(restarts.name, labels, sum(i.restarts for i in model.instances))
+            if getattr(model, "cache_enabled", False):  # models behind the response cache, as Triton lists them
+                for family, (_n, _d, duration, key, scale) in zip(cache, _CACHE):
+                    family.add_sample(family.name, labels, getattr(stats.durations[duration], key) // scale)
         pool = self.server.pool
         arena_reserved = Metric("tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge")
         arena_reserved.add_sample(arena_reserved.name, {}, pool.reserved_bytes)
         arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
         arena_used.add_sample(arena_used.name, {}, pool.used_bytes)
-        return [success, failure, *others, pending, restarts, arena_reserved, arena_used]
+        regions = Metric(
+            "tritium_shared_memory_region_bytes",
+            "Client-registered shared-memory regions, in bytes (not allocated by the server)",
+            "gauge",
+        )
+        regions.add_sample(regions.name, {"kind": "system"}, self.server.shared_memory.registered_bytes)
+        regions.add_sample(regions.name, {"kind": "cuda"}, self.server.cuda_shared_memory.registered_bytes)
+        region_count = Metric(
+            "tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge"
+        )
+        region_count.add_sample(region_count.name, {"kind": "system"}, self.server.shared_memory.region_count)
+        region_count.add_sample(region_count.name, {"kind": "cuda"}, len(self.server.cuda_shared_memory.status()))
+        cache = [family for family in cache if family.samples]
+        return [success, failure, *others, *cache, pending, restarts, arena_reserved, arena_used, regions, region_count]
 
 
 def _escape(value: str) -> str:

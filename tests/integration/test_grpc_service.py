@@ -35,6 +35,8 @@ EXTENSIONS = [
     "model_repository",
     "model_repository(unload_dependents)",
     "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
@@ -290,13 +292,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
 @pytest.mark.parametrize(
     ("rpc", "request_message", "extension"),
     [
-        ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(), "system shared memory"),
-        ("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="r", key="/r", byte_size=8),
-         "system shared memory"),
-        ("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(), "system shared memory"),
-        ("CudaSharedMemoryStatus", pb.CudaSharedMemoryStatusRequest(), "CUDA shared memory"),
-        ("CudaSharedMemoryRegister", pb.CudaSharedMemoryRegisterRequest(name="r"), "CUDA shared memory"),
-        ("CudaSharedMemoryUnregister", pb.CudaSharedMemoryUnregisterRequest(), "CUDA shared memory"),
         ("TraceSetting", pb.TraceSettingRequest(), "trace"),
         ("LogSettings", pb.LogSettingsRequest(), "logging"),
     ],

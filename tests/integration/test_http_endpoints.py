@@ -269,8 +269,6 @@ def test_errors_through_tritonclient(client: httpclient.InferenceServerClient) -
 @pytest.mark.parametrize(
     "method, path, extension",
     [
-        ("GET", "/v2/systemsharedmemory/status", "system shared memory"),
-        ("POST", "/v2/cudasharedmemory/region/r/unregister", "CUDA shared memory"),
         ("GET", "/v2/trace/setting", "trace"),
         ("GET", "/v2/logging", "logging"),
     ],

@@ -29,6 +29,8 @@ class ServerProcess:
     :param repositories: model repository folders.
     :param args: extra command-line flags.
     :param log_path: where its stdout/stderr go.
+    :param python: the interpreter to run it with (default: this one), e.g. a composed environment's.
+    :param cwd: its working folder (default: this one's; ``python -m`` puts it first on ``sys.path``).
     """
 
     def __init__(
@@ -37,6 +39,8 @@ class ServerProcess:
         args: Sequence[str] = (),
         log_path: Path | None = None,
         env: dict[str, str] | None = None,
+        python: str | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.repositories = [str(r) for r in repositories]
         self.args = list(args)
@@ -46,6 +50,8 @@ class ServerProcess:
         self.log_path = log_path or Path(f"/tmp/tritium-test-{os.getpid()}-{self.http_port}.log")
         self.env = dict(os.environ, **(env or {}))
         self.proc: subprocess.Popen[bytes] | None = None
+        self.python = python or sys.executable
+        self.cwd = cwd
 
     @property
     def http_url(self) -> str:
@@ -60,7 +66,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "tritium"]
+        cmd = [self.python, "-m", "tritium"]
         for repo in self.repositories:
             cmd.append(f"--model-repository={repo}")
         cmd += [
@@ -79,7 +85,9 @@ class ServerProcess:
         :raises RuntimeError: when the process exits first or the timeout passes (with the log).
         """
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd
+        )
         if wait_ready:
             self.wait_live(timeout)
         return self

@@ -1,0 +1,224 @@
+"""An ensemble model version: a model whose "backend" is the core running its steps.
+
+``EnsembleModel`` offers what the server and the frontends use of a
+:class:`~tritium.core.model.Model` (name, version, config, readiness,
+metadata, statistics, ``infer`` / ``infer_stream``) without any worker of
+its own. Each request is checked against the ensemble's config, then run by
+an :class:`~.executor.EnsembleRun` whose steps call the composing models'
+own request paths in-process (the route the BLS router takes too), so each
+composing model counts its requests in its own statistics.
+
+Statistics of the ensemble itself: one success (or failure, reason
+``OTHER`` as in Triton) per request, ``inference_count`` by batch size,
+``execution_count`` one per request, and the request's wall time as its
+``compute_infer`` (Triton sums the composing models' compute times; here
+the wall time of the graph, which includes queueing in the steps).
+
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from ..errors import Code, TritonError
+from ..model import Model
+from ..request import InferenceRequest
+from ..response import InferenceResponse
+from ..stats import ModelStats
+from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
+from .executor import EnsembleRun
+from .validation import step_version, steps_of
+
+__all__ = ["EnsembleModel"]
+
+
+class _NoScheduler:
+    """What the metrics read of a model's scheduler: nothing queues in an ensemble itself."""
+
+    def __init__(self) -> None:
+        self.inflight = 0
+
+    def inflight_count(self) -> int:
+        return self.inflight
+
+
+class EnsembleModel:
+    """One loaded version of an ensemble.
+
+    :param name: the ensemble's name.
+    :param version: its version number.
+    :param path: its folder.
+    :param config: its normalized config (JSON form; ``model_transaction_policy.decoupled``
+        already set when a composing model is decoupled).
+    :param lookup: ``(name, version) -> model``: the repository's lookup of ready models.
+    :param labels: class labels per output name (``label_filename``), for the classification extension.
+    """
+
+    #: the classification extension on an ensemble output, exactly as on any model's
+    _classify = Model._classify
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: str,
+        config: dict[str, Any],
+        lookup: Callable[[str, str], Any],
+        labels: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.path = path
+        self.config = config
+        self.lookup = lookup
+        self.signature = ModelSignature(name, config)
+        self.steps = steps_of(config)
+        self.outputs = [str(o["name"]) for o in config.get("output", [])]
+        self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+        self.stats = ModelStats(name, version)
+        self.scheduler = _NoScheduler()
+        self.instances: list[Any] = []
+        self.labels: dict[str, list[str]] = labels or {}
+        self._stopping = False
+
+    #: ``'name' version N`` for messages; ``platform`` is the config's (``ensemble``), as any model's
+    label = Model.label
+    platform = Model.platform
+
+    @property
+    def ready(self) -> bool:
+        """True while every composing model is loaded and ready (as Triton's ensemble readiness)."""
+        if self._stopping:
+            return False
+        for step in self.steps:
+            try:
+                if not self.lookup(step.model_name, step_version(step)).ready:
+                    return False
+            except TritonError:
+                return False
+        return True
+
+    #: inputs or outputs as model metadata lists them, exactly as any model's
+    tensor_metadata = Model.tensor_metadata
+
+    async def unload(self) -> None:
+        """Stop taking requests (the composing models are unloaded on their own)."""
+        self._stopping = True
+
+    @property
+    def active(self) -> int:
+        """Requests accepted and not yet answered."""
+        return self.scheduler.inflight
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no request is in flight; return whether it happened.
+
+        Called by the repository once this version gets no new requests (live reload, unload).
+        """
+        deadline = time.monotonic() + timeout
+        while self.scheduler.inflight:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    # -- requests -------------------------------------------------------------------------------
+    def _check(self, request: InferenceRequest) -> int:
+        sig = self.signature
+        batch_size = validate_request(sig, request)
+        for inp in request.inputs:
+            if inp.data is None:
+                raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
+            view = memoryview(inp.data).cast("B")
+            if sig.inputs[inp.name].datatype.is_bytes:
+                check_bytes_elements(sig, request, inp, view)
+            else:
+                check_input_bytes(sig, request, inp, len(view))
+        return batch_size
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request through the steps and return the ensemble's single response.
+
+        :raises TritonError: UNSUPPORTED for a decoupled ensemble (Triton's
+            message), INVALID_ARG for a request that does not fit the
+            ensemble's config, or the first step's error (step named).
+        """
+        if self.decoupled:
+            raise TritonError(
+                Code.UNSUPPORTED, "ModelInfer RPC doesn't support models with decoupled transaction policy"
+            )
+        final: InferenceResponse | None = None
+        async for response in self.infer_stream(request):
+            if response.error is not None:
+                raise response.error
+            if response.outputs:
+                if final is not None:
+                    final.release()
+                final = response
+            else:
+                response.release()
+        if final is None:
+            raise TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced")
+        return final
+
+    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Run one request; yield each ensemble response, then a final one.
+
+        A decoupled ensemble yields a response per completed set of outputs
+        and ends with a flags-only final response; otherwise its one
+        response is final. Errors come as a final response with ``error`` set.
+        """
+        start = time.perf_counter_ns()
+        if self._stopping:
+            raise TritonError(Code.UNAVAILABLE, f"model {self.label} is unloading")
+        batch_size = self._check(request)
+        run = EnsembleRun(self.name, self.steps, self.outputs, self.lookup, request)
+        wanted = {o.name: o.classification for o in request.outputs if o.classification > 0}
+        self.scheduler.inflight += 1
+        pending: InferenceResponse | None = None
+        ok = False
+        responses = run.responses()
+        try:
+            try:
+                async for response in responses:
+                    response.model_version = str(self.version)
+                    if wanted:
+                        try:
+                            response.outputs = [self._classify(t, wanted) for t in response.outputs]
+                        except TritonError:
+                            response.release()
+                            raise
+                    if not self.decoupled:
+                        if pending is not None:  # a graph that answered twice: keep the last
+                            pending.release()
+                        pending = response
+                        continue
+                    response.final = False
+                    yield response
+            except TritonError as exc:
+                self.stats.record_failure(time.perf_counter_ns() - start, "OTHER")
+                yield InferenceResponse(self.name, str(self.version), request.id, error=exc, final=True)
+                return
+            ok = True
+        finally:
+            self.scheduler.inflight -= 1
+            await responses.aclose()  # cancels the steps still running when the caller went away
+            if not ok and pending is not None:
+                pending.release()
+        elapsed = time.perf_counter_ns() - start
+        if pending is None and not self.decoupled:
+            self.stats.record_failure(elapsed, "OTHER")
+            error = TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced")
+            yield InferenceResponse(self.name, str(self.version), request.id, error=error, final=True)
+            return
+        self.stats.record_execution(batch_size, 0, elapsed, 0)
+        self.stats.record_success(batch_size, elapsed, 0, 0, elapsed, 0)
+        if pending is not None:
+            pending.final = True
+            yield pending
+        else:  # a decoupled ensemble ends with the final flag alone
+            yield InferenceResponse(self.name, str(self.version), request.id, final=True)
