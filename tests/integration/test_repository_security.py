@@ -352,3 +352,31 @@ def test_restricted_api_flag_errors() -> None:
     assert result.returncode == 2 and "unknown restricted api 'bogus'" in result.stderr
     result = run("--grpc-restricted-protocol=logging:a=b", "--grpc-restricted-protocol=logging:c=d")
     assert result.returncode == 2 and "api 'logging' can only be restricted once" in result.stderr
+
+
+def test_restricted_shared_memory_registers_only_with_the_header(restricted: ServerProcess) -> None:
+    import tritonclient.grpc as grpcclient
+    import tritonclient.utils.shared_memory as shm
+    from tritonclient.utils import InferenceServerException
+
+    key = f"/tritium_restricted_{os.getpid()}"
+    handle = shm.create_shared_memory_region("r", key, 64)
+    try:
+        http = httpclient.InferenceServerClient(restricted.http_url)
+        with pytest.raises(InferenceServerException, match="This API is restricted, expecting header 'Admin-Key'"):
+            http.register_system_shared_memory("r", key, 64)
+        http.register_system_shared_memory("r", key, 64, headers={"Admin-Key": "secret"})
+        assert http.get_system_shared_memory_status(headers={"admin-key": "secret"}) == [
+            {"name": "r", "key": key, "offset": 0, "byte_size": 64}
+        ]
+        http.unregister_system_shared_memory("r", headers={"Admin-Key": "secret"})
+        client = grpcclient.InferenceServerClient(restricted.grpc_url)
+        with pytest.raises(InferenceServerException, match="This protocol is restricted"):
+            client.register_system_shared_memory("g", key, 64)
+        header = {"triton-grpc-protocol-admin-key": "secret"}
+        client.register_system_shared_memory("g", key, 64, headers=header)
+        status = client.get_system_shared_memory_status(headers=header)
+        assert [(r.name, r.key, r.byte_size) for r in status.regions.values()] == [("g", key, 64)]
+        client.unregister_system_shared_memory(headers=header)
+    finally:
+        shm.destroy_shared_memory_region(handle)

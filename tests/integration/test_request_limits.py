@@ -53,6 +53,14 @@ def test_http_body_over_the_limit(server: ServerProcess) -> None:
     assert post(server, request(10))[0] == 200
 
 
+def test_http_bodies_of_other_endpoints_over_the_limit(server: ServerProcess) -> None:
+    body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * LIMIT}).encode()
+    expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+    for path in ("/v2/systemsharedmemory/region/r/register", "/v2/repository/index"):
+        status, _headers, reply = http_call(server, "POST", path, body)
+        assert (status, json.loads(reply)) == (413, expected), path
+
+
 def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
     body = request(2000)
     conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
