@@ -10,7 +10,8 @@ same repository (python models ``a`` (+1), ``b`` (+10), ``c`` (+100); ``ens`` = 
   ``unloaded``), and loading it again brings them back; an ensemble unloaded on
   request stays unloaded;
 - ``unload_dependents`` on an ensemble also unloads the composing models that were
-  loaded only for it and that no other loaded ensemble uses;
+  loaded only for it (by its load request or ``--load-model``) and that no other loaded
+  ensemble uses;
 - a composing model reloaded with a config the ensemble no longer fits takes the
   ensemble down, and a load of the ensemble answers Triton's check message;
 - in poll mode, a changed ensemble config, a changed composing model, a removed and a
@@ -244,6 +245,17 @@ def test_loading_an_ensemble_whose_composing_model_is_missing(fresh: ServerProce
         "error": "load failed for model 'ens': ensemble ens contains models that are not available or ambiguous: zz\n"
     })
     assert states(fresh) == {"a": UNLOADED, "b": UNLOADED, "c": UNLOADED, "ens": UNLOADED, "ens2": UNLOADED}
+
+
+def test_load_model_at_start_up_brings_the_composing_models(tmp_path: Path) -> None:
+    with ServerProcess(
+        [build(tmp_path / "models")], ["--model-control-mode=explicit", "--load-model=ens"],
+        log_path=tmp_path / "server.log",
+    ) as server:
+        assert states(server) == {"a": READY, "b": READY, "c": UNLOADED, "ens": READY, "ens2": UNLOADED}
+        assert infer(server, "ens") == plus(11)
+        assert unload(server, "ens", dependents=True) == (200, None)  # a and b were loaded for ens only
+        assert states(server) == {"a": UNLOADED, "b": UNLOADED, "c": UNLOADED, "ens": UNLOADED, "ens2": UNLOADED}
 
 
 # -- poll mode -------------------------------------------------------------------------------------------
