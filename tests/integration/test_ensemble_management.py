@@ -24,18 +24,19 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritium.proto import grpc_service_pb2 as pb
 
 from tests.support.clients import grpc_call, http_call
 from tests.support.ensembles import add_ensemble, add_python, step
 from tests.support.server import ServerProcess
-from tritium.proto import grpc_service_pb2 as pb
 
 ADD = """
 import numpy as np

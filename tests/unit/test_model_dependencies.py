@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.ensembles import add_ensemble, add_python, step
-from tritium.core.model_repository.dependencies import closure, composing_of_source, load_layers, users
+from tritium.core.model_repository.dependencies import (
+    closure,
+    composing_of_source,
+    load_layers,
+    users,
+)
 from tritium.core.model_repository.repository import scan
+
+from tests.support.ensembles import add_ensemble, add_python, step
 
 
 def repo(root: Path) -> dict:
