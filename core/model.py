@@ -103,6 +103,8 @@ class Model:
             lambda inst: inst.available,  # type: ignore[attr-defined]
         )
         self._stopping = False
+        self._active = 0  # requests between infer() and their final response
+        self._idle: asyncio.Event | None = None
 
     # -- description -------------------------------------------------------------
     @property
@@ -139,6 +141,37 @@ class Model:
         """Callback: ``instance``'s worker is gone (``how``)."""
         del how
         self.scheduler.remove_executor(instance)  # type: ignore[arg-type]
+
+    @property
+    def active(self) -> int:
+        """Requests accepted and not yet answered (a response counts until it is released)."""
+        return self._active
+
+    def _enter(self) -> None:
+        self._active += 1
+        if self._idle is not None:
+            self._idle.clear()
+
+    def _leave(self) -> None:
+        self._active -= 1
+        if not self._active and self._idle is not None:
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no request is in flight; return whether it happened.
+
+        Call once the model no longer receives new requests (the repository
+        routes them elsewhere); used by live reload and unload.
+        """
+        if not self._active:
+            return True
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def unload(self) -> None:
         """Stop taking requests, fail queued ones, finalize and stop every instance."""
@@ -231,31 +264,54 @@ class Model:
                 Code.UNSUPPORTED,
                 "ModelInfer RPC doesn't support models with decoupled transaction policy",
             )
-        payload = self._prepare(request, stream=False)
-        pending: _Pending = payload.context
-        self.scheduler.enqueue(payload)
-        assert pending.future is not None
+        self._enter()
         try:
-            response = await pending.future
-        except asyncio.CancelledError:
-            pending.future = None  # responses arriving later are released at once
+            payload = self._prepare(request, stream=False)
+            pending: _Pending = payload.context
+            self.scheduler.enqueue(payload)
+            assert pending.future is not None
+            try:
+                response = await pending.future
+            except asyncio.CancelledError:
+                pending.future = None  # responses arriving later are released at once
+                raise
+        except BaseException:
+            self._leave()
             raise
         if response.error is not None:
-            response.release()  # its input blocks and regions
+            try:
+                response.release()  # its input blocks and regions
+            finally:
+                self._leave()
             raise response.error
+        # the request counts as in flight until its outputs (views of shared memory) are released
+        release = response._release
+
+        def release_and_leave() -> None:
+            try:
+                if release is not None:
+                    release()
+            finally:
+                self._leave()
+
+        response._release = release_and_leave
         return response
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
         """Run one request and yield each response as it comes (decoupled models: zero or more)."""
-        payload = self._prepare(request, stream=True)
-        pending: _Pending = payload.context
-        self.scheduler.enqueue(payload)
-        assert pending.queue is not None
-        while True:
-            response = await pending.queue.get()
-            yield response
-            if response.final:
-                return
+        self._enter()
+        try:
+            payload = self._prepare(request, stream=True)
+            pending: _Pending = payload.context
+            self.scheduler.enqueue(payload)
+            assert pending.queue is not None
+            while True:
+                response = await pending.queue.get()
+                yield response
+                if response.final:
+                    return
+        finally:
+            self._leave()
 
     # -- responses from the scheduler (ResponseHandler) ------------------------------------
     def on_response(

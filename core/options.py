@@ -35,6 +35,18 @@ class ServerOptions:
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    :ivar model_control_mode: ``none`` / ``poll`` / ``explicit`` (``--model-control-mode``).
+    :ivar startup_models: models loaded at start-up in ``explicit`` mode (``--load-model``;
+        ``["*"]`` = every model).
+    :ivar repository_poll_s: seconds between repository polls in ``poll`` mode
+        (``--repository-poll-secs``; 0 = never).
+    :ivar allow_file_override: accept ``file:`` contents in load requests
+        (``--model-load-allow-file-override``; off by default: it runs uploaded code).
+    :ivar model_cache_dir: local folder for remote repositories' downloads and ``file:`` uploads
+        (``--model-cache-directory``; default: a folder under the system's temporary folder).
+    :ivar http_restricted_api: protected API groups of the HTTP endpoint: group -> (header, value)
+        (``--http-restricted-api``).
+    :ivar grpc_restricted_protocol: the same for the gRPC endpoint (``--grpc-restricted-protocol``).
     :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
     :ivar composition: the backends and endpoints ``build.py`` composed this server with
         (from ``plugins.toml``; not composed by default).
@@ -61,6 +73,13 @@ class ServerOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     max_request_bytes: int = 1 << 31
+    model_control_mode: str = "none"
+    startup_models: list[str] = field(default_factory=list)
+    repository_poll_s: float = 15.0
+    allow_file_override: bool = False
+    model_cache_dir: str | None = None
+    http_restricted_api: dict[str, tuple[str, str]] = field(default_factory=dict)
+    grpc_restricted_protocol: dict[str, tuple[str, str]] = field(default_factory=dict)
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
     composition: Composition = Composition(None, ())
     ping_interval_s: float = 5.0

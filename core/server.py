@@ -39,6 +39,8 @@ __all__ = ["InferenceServer", "EXTENSIONS"]
 #: Triton protocol extensions this server implements (server metadata lists them).
 EXTENSIONS = [
     "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
     "model_configuration",
     "system_shared_memory",
     "cuda_shared_memory",
@@ -84,7 +86,7 @@ class InferenceServer:
             ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
         """
         self.repository.cache = await open_cache(self.options.cache_config)
-        await self.repository.load_all()
+        await self.repository.start()
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
             await self.repository.unload_all()
@@ -186,6 +188,22 @@ class InferenceServer:
         :raises TritonError: INVALID_ARG for a model or version not loaded.
         """
         return {"model_stats": self.repository.statistics(name, version)}
+
+    # -- the model repository extension ---------------------------------------------------
+    def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
+        """``POST /v2/repository/index``: models and their versions' states (see the manager)."""
+        return self.repository.index(ready)
+
+    async def load_model(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+        """``POST /v2/repository/models/<name>/load`` (see :meth:`ModelRepositoryManager.load`).
+
+        :raises TritonError: with Triton's codes and messages.
+        """
+        await self.repository.load(name, config, files)
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """``POST /v2/repository/models/<name>/unload`` (see :meth:`ModelRepositoryManager.unload`)."""
+        await self.repository.unload(name, unload_dependents)
 
     # -- inference ------------------------------------------------------------------------
     def _admit(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any, Sequence
@@ -27,12 +28,8 @@ _FALSE = {"false", "0", "off", "no"}
 
 # tritonserver flags of features tritium does not implement yet: refused, never ignored.
 NOT_YET = {
-    "--repository-poll-secs": "model control mode 'poll'",
-    "--load-model": "model control mode 'explicit'",
     "--model-load-retry-count": "model load retries",
     "--model-namespacing": "model namespacing",
-    "--http-restricted-api": "restricted APIs",
-    "--grpc-restricted-protocol": "restricted APIs",
     "--http-header-forward-pattern": "header forwarding",
     "--grpc-header-forward-pattern": "header forwarding",
     "--grpc-use-ssl": "gRPC over TLS",
@@ -103,6 +100,40 @@ def _backend_config(text: str) -> tuple[str, str, str]:
             f"--backend-config option format is '<backend name>,<setting>=<value>'. Got {text}"
         )
     return backend, key, value
+
+
+#: API groups Triton's restricted-API options accept
+RESTRICTABLE = (
+    "health", "metadata", "inference", "shared-memory", "model-config",
+    "model-repository", "statistics", "trace", "logging",
+)
+
+
+def _restricted(text: str) -> tuple[list[str], str, str]:
+    """``<api-list>:<header>=<value>`` -> (apis, header, value)."""
+    apis, colon, rest = text.rpartition(":")
+    key, eq, value = rest.partition("=")
+    if not colon or not eq or not key or not apis:
+        raise argparse.ArgumentTypeError(
+            f"restricted api option format is '<API_1>,<API_2>,...:<restricted-key>=<restricted-value>'. Got {text}"
+        )
+    names = [a.strip() for a in apis.split(",")]
+    for name in names:
+        if name not in RESTRICTABLE:
+            raise argparse.ArgumentTypeError(
+                f"unknown restricted api '{name}' in '{text}' (known: {', '.join(RESTRICTABLE)})"
+            )
+    return names, key, value
+
+
+def _restrictions(parser: argparse.ArgumentParser, flag: str, items: list[tuple[list[str], str, str]]):  # type: ignore[no-untyped-def]
+    out: dict[str, tuple[str, str]] = {}
+    for apis, key, value in items:
+        for api in apis:
+            if api in out:
+                parser.error(f"{flag}: api '{api}' can only be restricted once")
+            out[api] = (key, value)
+    return out
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -185,7 +216,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--model-control-mode", choices=["none", "poll", "explicit"], default="none",
-        help="only 'none' is supported in this release",
+        help="none: load every model at start-up; poll: also follow repository changes; "
+        "explicit: load and unload on request",
+    )
+    p.add_argument(
+        "--load-model", action="append", default=[], metavar="NAME",
+        help="explicit mode: a model to load at start-up (repeatable; '*' = every model)",
+    )
+    p.add_argument(
+        "--repository-poll-secs", type=int, default=15, metavar="SECONDS",
+        help="poll mode: seconds between repository polls (0: never)",
+    )
+    p.add_argument(
+        "--model-load-allow-file-override", type=_bool, default=False, metavar="BOOL",
+        help="tritium: accept 'file:' model files in load requests (runs uploaded code; off by default)",
+    )
+    p.add_argument(
+        "--model-cache-directory", metavar="PATH",
+        help="tritium: folder for downloads of remote repositories and 'file:' uploads",
+    )
+    p.add_argument(
+        "--http-restricted-api", action="append", type=_restricted, default=[],
+        metavar="<api-list>:<header>=<value>", help="APIs that need the header (repeatable)",
+    )
+    p.add_argument(
+        "--grpc-restricted-protocol", action="append", type=_restricted, default=[],
+        metavar="<protocol-list>:<header>=<value>", help="gRPC protocols that need the header (repeatable)",
     )
     p.add_argument("--model-load-thread-count", type=int, default=4, metavar="N", help="models loaded at once")
     p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL", help="> 0 logs verbose (debug) lines")
@@ -227,11 +283,14 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     args = parser.parse_args(argv)
     if not args.model_repository:
         parser.error("--model-repository must be specified")
-    if args.model_control_mode != "none":
-        parser.error(
-            f"--model-control-mode={args.model_control_mode} is not supported yet; "
-            "this release loads every model at start-up (mode 'none')"
-        )
+    if "*" in args.load_model and len(args.load_model) > 1:
+        parser.error("Wildcard model name '*' must be the ONLY startup model if specified at all.")
+    if args.load_model and args.model_control_mode != "explicit":
+        log.warning("--load-model is used only in model control mode 'explicit'")
+    if args.repository_poll_secs < 0:
+        parser.error("--repository-poll-secs must be >= 0")
+    if args.model_load_thread_count < 1:
+        parser.error("--model-load-thread-count must be >= 1")
     auto_complete = not args.disable_auto_complete_config
     if args.strict_model_config is not None:
         auto_complete = auto_complete and not args.strict_model_config
@@ -253,6 +312,13 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         model_load_threads=args.model_load_thread_count,
         arena_dir=args.arena_dir,
         max_request_bytes=args.max_request_bytes,
+        model_control_mode=args.model_control_mode,
+        startup_models=list(args.load_model),
+        repository_poll_s=float(args.repository_poll_secs),
+        allow_file_override=args.model_load_allow_file_override,
+        model_cache_dir=args.model_cache_directory,
+        http_restricted_api=_restrictions(parser, "--http-restricted-api", args.http_restricted_api),
+        grpc_restricted_protocol=_restrictions(parser, "--grpc-restricted-protocol", args.grpc_restricted_protocol),
         http=args.allow_http,
         http_address=args.http_address,
         http_port=args.http_port,
@@ -294,6 +360,10 @@ async def _serve(options: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``tritium-server`` and ``python -m tritium``."""
+    # Workers are started (fork + exec) while the gRPC endpoint serves (live reload, restarts).
+    # gRPC's own fork handlers then run in the child and can abort it ("Check failed:
+    # next_worker->state == KICKED"); the child execs at once and needs none of gRPC's state.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     from .core.logging import configure_logging
 
     options, args = parse_args(argv)

@@ -19,6 +19,7 @@ Runs on the core's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -107,6 +108,23 @@ class EnsembleModel:
     async def unload(self) -> None:
         """Stop taking requests (the composing models are unloaded on their own)."""
         self._stopping = True
+
+    @property
+    def active(self) -> int:
+        """Requests accepted and not yet answered."""
+        return self.scheduler.inflight
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no request is in flight; return whether it happened.
+
+        Called by the repository once this version gets no new requests (live reload, unload).
+        """
+        deadline = time.monotonic() + timeout
+        while self.scheduler.inflight:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
 
     # -- requests -------------------------------------------------------------------------------
     def _check(self, request: InferenceRequest) -> int:

@@ -1,40 +1,55 @@
 """The model repository manager: which models and versions are loaded, and their states.
 
-At start-up (model control mode ``none``) every model of every repository is
-loaded; a model that fails does so alone, with its reason logged and kept for
-the index, while the others serve. Lookups answer with Triton's messages:
+Model control modes ``none`` / ``poll`` / ``explicit`` (Triton's), the
+model repository extension (index, load with a config override or uploaded
+files, unload) and live reload. A model that fails to load does so alone,
+with its reason logged and kept for the index, while the others serve. Lookups answer with Triton's messages:
 ``Request for unknown model: 'm' is not found``, ``... version 3 is not
 found``, ``... has no available versions``, ``... version 1 is not at ready
 state``. Runs on the core's event loop.
+
+Ensembles follow Triton's dependency rules: they load after their composing
+models and are checked against them; loading an ensemble (explicit mode)
+loads its composing models too; unloading a composing model unloads the
+ensembles that use it, and loading it again brings them back; reloading a
+composing model re-checks its ensembles; ``unload_dependents`` on an
+ensemble also unloads the composing models that were loaded only for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import json
 import logging
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..cache import CachedModel, ResponseCache, check_cacheable
-from ..composition import check_backend
 from ..devices import gpu_ids
 from ..ensemble import EnsembleModel, check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model, ModelState, load_model
+from ..model import Model, ModelState
 from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
-from ..worker.environment import resolve_environment
+from .dependencies import closure, composing_of, composing_of_source, load_layers, users
+from .lifecycle import check_config_paths, fingerprint, load_version
+from .lookups import ModelLookups
+from .paths import check_model_name
+from .remote import RemoteRepository, is_remote
 from .repository import ModelSource, read_labels, scan, versions_to_load
+from .uploads import ALLOW_FLAG, write_upload
 
 log = logging.getLogger("tritium.repository")
 
-__all__ = ["ModelRepositoryManager", "VersionStatus", "ModelEntry"]
+__all__ = ["ModelEntry", "ModelRepositoryManager", "VersionStatus"]
 
 
 @dataclass(slots=True)
@@ -54,59 +69,43 @@ class ModelEntry:
     :ivar versions: its versions (empty when the model failed before any
         version could load, e.g. a config that does not parse).
     :ivar reason: why the model as a whole is unavailable, if it is.
+    :ivar explicit: loaded because it was asked for (start-up list, load
+        request, poll), not only as a composing model of an ensemble.
+    :ivar composing: the models its config's ensemble steps use (empty for other models).
+    :ivar waiting: an ensemble taken down because a composing model went away
+        or no longer fits; it loads again when its composing models (re)load.
+    :ivar override: the JSON config it was loaded with, if a load request gave one.
     """
 
     name: str
     source: ModelSource | None
     versions: dict[int, VersionStatus] = field(default_factory=dict)
     reason: str = ""
+    fingerprint: tuple[tuple[str, int, int], ...] | None = None
+    explicit: bool = True
+    composing: frozenset[str] = frozenset()
+    waiting: bool = False
+    override: str | None = None
+
+    @property
+    def serving(self) -> bool:
+        """True while some version of it takes requests."""
+        return any(s.model is not None for s in self.versions.values())
 
 
-def _composing(source: ModelSource) -> set[str]:
-    """Names of the models an ensemble's config composes (empty for other models or unreadable configs)."""
-    try:
-        config = read_config_file(source.config_path) if source.config_path.exists() else None
-    except TritonError:
-        return set()
-    if config is None or config.platform != normalize.ENSEMBLE:
-        return set()
-    return {step.model_name for step in config.ensemble_scheduling.step}
+class ModelRepositoryManager(ModelLookups):
+    """Loads, reloads and unloads the models of the repositories; answers which model serves a request.
 
+    Model control modes (``options.model_control_mode``): ``none`` loads
+    every model at start-up and refuses load/unload requests; ``poll`` also
+    follows the repository (added, removed and changed models) every
+    ``repository_poll_s`` seconds; ``explicit`` loads only the start-up
+    models (``--load-model``) and then what load requests ask for.
 
-def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
-    """Seconds a batch may execute before its worker is killed and restarted (0: no limit).
-
-    The model config parameter ``execute_timeout_seconds`` wins over the backend setting
-    ``--backend-config=<backend>,execute-timeout-seconds=N``.
-
-    :raises TritonError: INVALID_ARG for a value that is not a non-negative number.
-    """
-    text = backend_config.get("execute-timeout-seconds", "0")
-    if "execute_timeout_seconds" in config.parameters:
-        text = config.parameters["execute_timeout_seconds"].string_value
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
-    return value
-
-
-def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
-    """The backend configuration Triton gives a backend: defaults, then global, then its own settings."""
-    settings = {
-        "auto-complete-config": "true" if options.auto_complete else "false",
-        "backend-directory": options.backend_directory,
-        "default-max-batch-size": "4",
-    }
-    settings.update(options.backend_config.get("", {}))
-    settings.update(options.backend_config.get(backend, {}))
-    return settings
-
-
-class ModelRepositoryManager:
-    """Loads the models of the repositories and answers which model serves a request.
+    A load of a model that serves already is a live reload: the new version
+    instances start while the old ones serve, requests switch over once every
+    new version is READY, and the old instances stop after their requests in
+    flight finish. A failed reload leaves the old model serving.
 
     :param options: the server options.
     :param pool: the core's tensor pool.
@@ -123,143 +122,408 @@ class ModelRepositoryManager:
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
         )
-        #: the server's response cache (set before loading; None without ``--cache-config``)
+        self.cache_dir = Path(options.model_cache_dir or Path(tempfile.gettempdir()) / f"tritium-cache-{os.getuid()}")
+        self._remote = {
+            url: RemoteRepository(url, self.cache_dir) for url in options.model_repositories if is_remote(url)
+        }
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._limit: asyncio.Semaphore | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._poller: asyncio.Task[None] | None = None
+        self._uploads: dict[str, Path] = {}
+        #: the server's response cache (set before :meth:`start`; None without ``--cache-config``)
         self.cache: ResponseCache | None = None
 
-    # -- loading -------------------------------------------------------------------
-    async def load_all(self) -> None:
-        """Load every model of every repository (failures are recorded, not raised)."""
-        sources, duplicates = scan(self.options.model_repositories)
+    # -- the repository ---------------------------------------------------------------
+    async def _roots(self) -> list[str]:
+        """Local folders of the repositories (remote ones synced into the cache first)."""
+        roots = []
+        for url in self.options.model_repositories:
+            remote = self._remote.get(url)
+            roots.append(str(await asyncio.to_thread(remote.sync)) if remote is not None else url)
+        return roots
+
+    async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
+        return await asyncio.to_thread(scan, await self._roots())
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = self._locks[name] = asyncio.Lock()
+        return lock
+
+    # -- start and stop -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the start-up models for the control mode; in ``poll`` mode start polling.
+
+        Failures are recorded (see :attr:`failures`), not raised.
+
+        :raises TritonError: INVALID_ARG when a repository cannot be read.
+        """
+        sources, duplicates = await self._scan()
         for name in duplicates:
             self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
-        limit = asyncio.Semaphore(max(1, self.options.model_load_threads))
+        implicit: set[str] = set()
+        if self.options.model_control_mode == "explicit" and self.options.startup_models != ["*"]:
+            named = []
+            for name in self.options.startup_models:
+                if name in sources:
+                    named.append(name)
+                else:
+                    self.models[name] = ModelEntry(name, None, reason="failed to poll from model repository")
+                    log.error("failed to load '%s': model not found in any model repository", name)
+            # an ensemble brings its composing models (as Triton: they load, not explicitly)
+            wanted = closure(named, lambda n: composing_of_source(sources[n]) if n in sources else ())
+            implicit = wanted - set(named)
+            sources = {n: sources[n] for n in wanted if n in sources}
+        for layer in load_layers(sources.values()):
+            await asyncio.gather(*(self._load_logged(src, explicit=src.name not in implicit) for src in layer))
+        if self.options.model_control_mode == "poll" and self.options.repository_poll_s > 0:
+            self._poller = asyncio.ensure_future(self._poll_forever())
 
-        async def load(source: ModelSource) -> None:
-            async with limit:
-                await self._load_model(source)
-
-        # ensembles load after the models they compose (an ensemble of ensembles after those)
-        pending = list(sources.values())
-        while pending:
-            names = {src.name for src in pending}
-            ready = [src for src in pending if not (_composing(src) & names)] or pending
-            await asyncio.gather(*(load(src) for src in ready))
-            pending = [src for src in pending if src not in ready]
-
-    async def _load_model(self, source: ModelSource) -> None:
-        entry = ModelEntry(source.name, source)
-        self.models[source.name] = entry
-        gpus = gpu_ids()
+    async def _load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
+        """:meth:`_load`, failures recorded and logged instead of raised; returns whether it loaded."""
         try:
-            raw = read_config_file(source.config_path) if source.config_path.exists() else None
-            config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpus)
-            check_cacheable(config_to_dict(config))
-            if config.platform == normalize.ENSEMBLE:
-                check_scheduling(config_to_dict(config))
-        except TritonError as exc:
-            entry.reason = exc.message
-            log.error("Poll failed for model directory '%s': %s", source.name, exc.message)
+            await self._load(source, override, explicit=explicit)
+        except TritonError:
+            return False  # recorded in the entry and logged
+        return True
+
+    async def unload_all(self) -> None:
+        """Stop polling and unload every version (finalize backends, stop workers)."""
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+        models = [s.model for e in self.models.values() for s in e.versions.values() if s.model is not None]
+        for entry in self.models.values():
+            for status in entry.versions.values():
+                if status.model is not None:
+                    status.state = ModelState.UNLOADING
+        await asyncio.gather(*(m.unload() for m in models), *list(self._retiring), return_exceptions=True)
+        for entry in self.models.values():
+            for status in entry.versions.values():
+                status.model = None
+                status.state = ModelState.UNAVAILABLE
+                status.reason = "unloaded"
+        for folder in self._uploads.values():
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # -- the model repository extension ------------------------------------------------------
+    def _check_control(self) -> None:
+        if self.options.model_control_mode != "explicit":  # Triton's words, in modes none and poll alike
+            raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+
+    async def load(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+        """``POST /v2/repository/models/<name>/load``: load, or reload, ``name``.
+
+        :param config: a JSON model configuration that replaces ``config.pbtxt``.
+        :param files: ``file:<path>`` contents (path relative to the model
+            folder -> bytes): the model exists only in the request. Needs
+            ``--model-load-allow-file-override`` and ``config``.
+        :raises TritonError: UNAVAILABLE in modes ``none``/``poll``;
+            INVALID_ARG for a bad name, a refused upload, or a model that
+            failed to load (Triton's ``load failed for model ...``);
+            INTERNAL ``failed to load 'm', failed to poll from model
+            repository`` for a model that is not there or a config that
+            does not parse.
+        """
+        self._check_control()
+        check_model_name(name)
+        if files:
+            if not self.options.allow_file_override:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"failed to load '{name}': loading model files sent in the request is disabled; "
+                    f"start the server with {ALLOW_FLAG}=true to allow it",
+                )
+            if config is None:  # Triton's answer (its log says the config is missing)
+                log.error("failed to load '%s': the model configuration must be provided with model files", name)
+                raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+            folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
+            source = ModelSource(name, folder, folder.parent)
+        else:
+            sources, _ = await self._scan()
+            found = sources.get(name)
+            if found is None:
+                raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+            source = found
+        try:
+            await self._load_composing(source, config)
+            await self._load(source, config, from_request=True)
+        except TritonError:
+            if files:
+                shutil.rmtree(source.path, ignore_errors=True)
+            raise
+        if files:
+            old = self._uploads.get(name)
+            self._uploads[name] = source.path
+            if old is not None and old != source.path:
+                shutil.rmtree(old, ignore_errors=True)
+        await self._refresh_users(name)
+
+    async def _load_composing(self, source: ModelSource, override: str | None) -> None:
+        """Load the composing models of ensemble ``source`` that do not serve yet (not explicitly, as Triton)."""
+        try:
+            config = await asyncio.to_thread(self._read_config, source, override)
+        except TritonError:
+            return  # the ensemble's own load reports it
+        parts = composing_of(config)
+        if not parts:
             return
-        if config.platform == normalize.ENSEMBLE:
-            try:  # composing models are loaded by now; as in Triton a failure here leaves no version
-                self._ensemble_config(source.name, config, gpus)
+        sources, _ = await self._scan()
+        needed = closure(parts, lambda n: composing_of_source(sources[n]) if n in sources else ())
+        missing = [
+            sources[n]
+            for n in sorted(needed - {source.name})
+            if n in sources and not (n in self.models and self.models[n].serving)
+        ]
+        for layer in load_layers(missing):  # a failure shows in the ensemble's own check
+            await asyncio.gather(*(self._load_logged(src, explicit=False) for src in layer))
+
+    async def unload(self, name: str, unload_dependents: bool = False) -> None:
+        """``POST /v2/repository/models/<name>/unload``: stop serving ``name``.
+
+        Returns once the model no longer takes requests; its versions are
+        UNLOADING until their requests in flight finish, then UNAVAILABLE
+        ("unloaded"). Unloading a model that is not loaded succeeds, as in
+        Triton. As in Triton, the ensembles that use the model are unloaded
+        with it (they load again when it does), and ``unload_dependents`` on an
+        ensemble also unloads its composing models that were loaded only for
+        it (not asked for themselves, not used by another loaded ensemble).
+
+        :raises TritonError: UNAVAILABLE in modes ``none``/``poll``, INVALID_ARG for a bad name.
+        """
+        self._check_control()
+        check_model_name(name)
+        async with self._lock(name):
+            entry = self.models.get(name)
+            if entry is None:
+                return
+            entry.waiting = False
+            self._unload_entry(entry)
+        self._unload_users(name)
+        if unload_dependents:
+            self._unload_parts(entry)
+
+    def _unload_users(self, name: str) -> None:
+        """Unload the ensembles that use ``name`` (gone or no longer fitting); they wait for it to load again."""
+        for user in users(name, {n: e.composing for n, e in self.models.items() if e.serving}):
+            entry = self.models[user]
+            log.error(
+                "Invalid argument: ensemble %s contains models that are not available or ambiguous: %s", user, name
+            )
+            entry.waiting = True
+            self._unload_entry(entry)
+            self._unload_users(user)
+
+    def _unload_parts(self, entry: ModelEntry) -> None:
+        """``unload_dependents``: unload ``entry``'s composing models loaded only for ensembles now unloaded."""
+        for part in sorted(entry.composing):
+            composing = self.models.get(part)
+            in_use = {p for e in self.models.values() if e.serving for p in e.composing}
+            if composing is None or composing.explicit or not composing.serving or part in in_use:
+                continue
+            self._unload_entry(composing)
+            self._unload_parts(composing)
+
+    async def _refresh_users(self, name: str, seen: set[str] | None = None) -> None:
+        """After ``name`` (re)loaded: re-check the ensembles that use it, and load those waiting for it."""
+        seen = set() if seen is None else seen
+        seen.add(name)
+        candidates = {n: e.composing for n, e in self.models.items() if e.serving or e.waiting}
+        for user in users(name, candidates):
+            entry = self.models[user]
+            if user in seen or entry.source is None:
+                continue
+            seen.add(user)
+            if await self._load_logged(entry.source, entry.override, explicit=entry.explicit):
+                await self._refresh_users(user, seen)
+
+    def index(self, ready: bool = False) -> list[dict[str, str]]:
+        """``POST /v2/repository/index``: every model of the repositories and its versions' states.
+
+        A model that was never loaded (explicit mode) or could not be read is
+        listed by name only; models that exist only in a load request are
+        not listed (as in Triton).
+
+        :param ready: list only READY versions.
+        """
+        names: set[str] = set()
+        try:
+            roots = [str(self._remote[u].local) if u in self._remote else u for u in self.options.model_repositories]
+            sources, duplicates = scan(roots)
+            names = set(sources) | duplicates
+        except TritonError:
+            pass
+        out: list[dict[str, str]] = []
+        for name in sorted(names | {n for n, e in self.models.items() if e.source is None or n in names}):
+            entry = self.models.get(name)
+            versions = entry.versions if entry is not None else {}
+            if not versions:
+                if not ready:
+                    out.append({"name": name})
+                continue
+            for v in sorted(versions):
+                status = versions[v]
+                if ready and status.state != ModelState.READY:
+                    continue
+                item = {"name": name, "version": str(v), "state": status.state}
+                if status.reason and status.state != ModelState.READY:
+                    item["reason"] = status.reason
+                out.append(item)
+        return out
+
+    # -- poll mode ---------------------------------------------------------------------------
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.repository_poll_s)
+            try:
+                await self.poll()
             except TritonError as exc:
-                entry.reason = f"{exc.code.text}: {exc.message}"
-                log.error("failed to load '%s': %s", source.name, entry.reason)
-                return
-        versions = versions_to_load(source, config)
-        if not versions:
-            entry.reason = (
-                f"at least one version must be available under the version policy of model '{source.name}'"
-            )
-            log.error("failed to load '%s': %s", source.name, entry.reason)
-            return
-        for version in versions:
-            entry.versions[version] = VersionStatus(version)
-        await asyncio.gather(*(self._load_version(entry, config, v, gpus) for v in versions))
+                log.error("failed to poll model repository: %s", exc.message)
+            except Exception:  # a bug in one poll must not stop polling
+                log.exception("failed to poll model repository")
 
-    async def _load_version(self, entry: ModelEntry, config: mc.ModelConfig, version: int, gpus: Any) -> None:
-        assert entry.source is not None
-        status = entry.versions[version]
-        source = entry.source
-        log.info("loading: %s:%d", entry.name, version)
-        settings = {
-            "backend": config.backend,
-            "model_name": entry.name,
-            "version": version,
-            "model_path": str(source.path),
-            "backend_directory": self.options.backend_directory,
-            "backend_config": backend_settings(self.options, config.backend),
-            "runtime": config.runtime,
-            "log_verbose": self.options.log_verbose,
-        }
+    async def poll(self) -> None:
+        """Load added models, unload removed ones, reload changed ones (poll mode)."""
+        sources, duplicates = await self._scan()
+        for name, entry in list(self.models.items()):
+            if name not in sources and entry.serving:
+                log.info("model '%s' was removed from the repository: unloading", name)
+                async with self._lock(name):
+                    self._unload_entry(entry)
+                    entry.fingerprint = None  # put back as it was, it loads again
+                self._unload_users(name)
+        changed = []
+        for name, source in sources.items():
+            entry = self.models.get(name)
+            mark = await asyncio.to_thread(fingerprint, source.path)
+            if entry is None or entry.fingerprint != mark:
+                changed.append(source)
+        names = {src.name for src in changed}
+        for layer in load_layers(changed):  # composing models first, then the ensembles using them
+            for source in layer:
+                log.info("model '%s' %s", source.name, "added: loading" if source.name not in self.models else "changed: reloading")
+                if await self._load_logged(source):
+                    await self._refresh_users(source.name, set(names))
+        del duplicates
 
-        def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:
-            if not final:
-                return completed
-            checked = normalize.finalize(
-                config_from_dict(completed, f"the configuration of model '{entry.name}'"), entry.name, gpus
-            )
-            return config_to_dict(checked)
+    # -- loading -------------------------------------------------------------------------
+    async def _load(
+        self, source: ModelSource, override: str | None = None, from_request: bool = False, explicit: bool = True
+    ) -> None:
+        """Load (or live-reload) every version of ``source`` the version policy selects.
 
-        try:
+        :param explicit: asked for itself (False: only as a composing model of an ensemble being loaded).
+        :raises TritonError: why the model cannot load (the entry records it too).
+        """
+        name = source.name
+        async with self._lock(name):
+            entry = self.models.get(name)
+            first = entry is None or not entry.serving
+            if entry is None:
+                entry = self.models[name] = ModelEntry(name, source)
+            if explicit or first:
+                entry.explicit = explicit
+            previous = dict(entry.versions)
+            mark = await asyncio.to_thread(fingerprint, source.path)
+            gpus = gpu_ids()
+            try:
+                config = await asyncio.to_thread(self._read_config, source, override)
+            except TritonError as exc:
+                entry.fingerprint = mark  # poll mode retries only after the next change
+                if first:
+                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                log.error("Poll failed for model directory '%s': %s", name, exc.message)
+                if from_request:
+                    raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+                raise
+            try:
+                check_config_paths(config, source.path)
+            except TritonError as exc:
+                entry.fingerprint = mark
+                if first:
+                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                log.error("failed to load '%s': %s", name, exc.message)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}") from None
+            ensemble = None
             if config.platform == normalize.ENSEMBLE:
-                status.model = self._wrap(self._load_ensemble(entry.name, version, str(source.path), config, gpus))
-                status.state = ModelState.READY
-                log.info("successfully loaded '%s' version %d", entry.name, version)
-                return
-            config = normalize.instance_groups(config, gpus)
-            environment = await asyncio.to_thread(
-                resolve_environment, entry.name, source.path, source.repository, config_to_dict(config)
+                entry.composing = composing_of(config)
+                try:  # against the composing models that serve now; a failure leaves no version, as Triton
+                    ensemble = self._ensemble_config(name, config, gpus)
+                except TritonError as exc:
+                    self._ensemble_failed(entry, source, override, mark, exc)
+                    raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}\n") from None
+            versions = versions_to_load(source, config)
+            if not versions:
+                reason = f"at least one version must be available under the version policy of model '{name}'"
+                entry.fingerprint = mark
+                if first:
+                    entry.source, entry.reason, entry.versions = source, reason, {}
+                log.error("failed to load '%s': %s", name, reason)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {reason}\n")
+            fresh = {v: VersionStatus(v) for v in versions}
+            if first:
+                entry.source, entry.reason, entry.versions = source, "", fresh
+            await asyncio.gather(
+                *(self._load_version(name, source, fresh[v], config, gpus, ensemble) for v in versions)
             )
-            options = dataclasses.replace(
-                self.instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
-            )
-            if environment is not None:
-                options = dataclasses.replace(options, python=environment.python, env=environment.env)
-            if config.HasField("sequence_batching"):
-                raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
-            check_backend(
-                self.options.composition, entry.name, config.backend, source.path, version,
-                self.options.backend_directory, config.runtime,
-            )
-            model = await load_model(
-                entry.name,
-                version,
-                str(source.path),
-                config_to_dict(config),
-                settings,
-                self.options.auto_complete,
-                finish,
-                lambda cfg: read_labels(source.path, cfg),
-                self.pool,
-                options,
-            )
-        except TritonError as exc:
-            status.state = ModelState.UNAVAILABLE
-            status.reason = f"{exc.code.text}: {exc.message}"
-            log.error("failed to load '%s' version %d: %s", entry.name, version, status.reason)
-            return
-        except Exception as exc:  # a bug must fail this model, not the server
-            status.state = ModelState.UNAVAILABLE
-            status.reason = f"Internal: {type(exc).__name__}: {exc}"
-            log.exception("failed to load '%s' version %d: %s", entry.name, version, status.reason)
-            return
-        if "dynamic_batching" in model.config:
-            log.warning(
-                "model '%s': dynamic_batching is configured; this release schedules requests one at a time",
-                entry.name,
-            )
-        try:
-            status.model = self._wrap(model)
-        except TritonError as exc:
-            await model.unload()
-            status.state = ModelState.UNAVAILABLE
-            status.reason = f"{exc.code.text}: {exc.message}"
-            log.error("failed to load '%s' version %d: %s", entry.name, version, status.reason)
-            return
-        status.state = ModelState.READY
-        log.info("successfully loaded '%s' version %d", entry.name, version)
+            failed = [s for s in fresh.values() if s.model is None]
+            if failed:
+                for status in fresh.values():  # all or nothing, as Triton
+                    if status.model is not None:
+                        self._retire(status.model, None)
+                        status.model = None
+                        status.state, status.reason = ModelState.UNAVAILABLE, failed[0].reason
+                entry.fingerprint = mark
+                if first:
+                    entry.versions = fresh
+                else:
+                    log.error("failed to reload '%s'; the loaded versions keep serving", name)
+                details = "".join(f"version {s.version} is at UNAVAILABLE state: {s.reason};" for s in failed)
+                raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {details}\n")
+            # switch over: new versions serve from now on; the old ones drain and stop
+            entry.source, entry.reason, entry.fingerprint = source, "", mark
+            entry.override, entry.waiting = override, False
+            merged = dict(fresh)
+            for v, status in previous.items():
+                if status.model is not None:
+                    self._retire(status.model, None)
+                if v not in merged:
+                    merged[v] = VersionStatus(v, ModelState.UNAVAILABLE, "unloaded")
+            entry.versions = merged
+
+    def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
+        """The model's config: the JSON ``override`` or ``config.pbtxt``, defaults filled, paths checked."""
+        if override is not None:
+            try:
+                data = json.loads(override)
+            except ValueError as exc:
+                raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
+            if not isinstance(data, dict):
+                raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
+            data.setdefault("name", source.name)
+            raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
+        else:
+            raw = read_config_file(source.config_path) if source.config_path.exists() else None
+        config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpu_ids())
+        check_cacheable(config_to_dict(config))
+        if config.platform == normalize.ENSEMBLE:
+            check_scheduling(config_to_dict(config))
+        return config
+
+    def _ensemble_failed(
+        self, entry: ModelEntry, source: ModelSource, override: str | None, mark: Any, exc: TritonError
+    ) -> None:
+        """An ensemble that does not fit its composing models: as Triton, it stops serving and waits for them."""
+        entry.source, entry.override, entry.fingerprint, entry.waiting = source, override, mark, True
+        reason = f"{exc.code.text}: {exc.message}"
+        log.error("failed to load '%s': %s", entry.name, reason)
+        if entry.serving:
+            self._unload_entry(entry)
+            self._unload_users(entry.name)
+        elif not entry.versions:
+            entry.reason = reason
 
     def _ensemble_config(self, name: str, config: mc.ModelConfig, gpus: Any) -> dict[str, Any]:
         """An ensemble's final config (JSON form), checked against its composing models.
@@ -273,13 +537,11 @@ class ModelRepositoryManager:
         final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
         return final
 
-    def _load_ensemble(self, name: str, version: int, path: str, config: mc.ModelConfig, gpus: Any) -> EnsembleModel:
-        """An ensemble version (its composing models are loaded first)."""
-        final = self._ensemble_config(name, config, gpus)
-        return EnsembleModel(name, version, path, final, self.get, read_labels(Path(path), final))
-
     def _wrap(self, model: Any) -> Any:
-        """``model`` behind the response cache when its config enables it and the server has one."""
+        """``model`` behind the response cache when its config enables it and the server has one.
+
+        :raises TritonError: INVALID_ARG for a decoupled model that enables the cache.
+        """
         if not check_cacheable(model.config):
             return model
         if self.cache is None:
@@ -290,114 +552,68 @@ class ModelRepositoryManager:
             return model
         return CachedModel(model, self.cache)
 
-    async def unload_all(self) -> None:
-        """Unload every loaded version (finalize backends, stop workers)."""
-        models = [s.model for e in self.models.values() for s in e.versions.values() if s.model is not None]
-        for entry in self.models.values():
-            for status in entry.versions.values():
-                if status.model is not None:
-                    status.state = ModelState.UNLOADING
-        await asyncio.gather(*(m.unload() for m in models), return_exceptions=True)
-        for entry in self.models.values():
-            for status in entry.versions.values():
-                status.model = None
+    async def _load_version(
+        self,
+        name: str,
+        source: ModelSource,
+        status: VersionStatus,
+        config: mc.ModelConfig,
+        gpus: Any,
+        ensemble: dict[str, Any] | None = None,
+    ) -> None:
+        """Load one version into ``status`` (READY, or UNAVAILABLE with the reason).
+
+        :param ensemble: an ensemble's checked final config (None for other models).
+        """
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(max(1, self.options.model_load_threads))
+        async with self._limit:
+            try:
+                if ensemble is not None:
+                    labels = read_labels(source.path, ensemble)
+                    model: Any = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
+                else:
+                    model = await load_version(
+                        name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
+                    )
+                try:
+                    status.model = self._wrap(model)
+                except TritonError:
+                    await model.unload()
+                    raise
+            except TritonError as exc:
                 status.state = ModelState.UNAVAILABLE
-                status.reason = "unloaded"
+                status.reason = f"{exc.code.text}: {exc.message}"
+                log.error("failed to load '%s' version %d: %s", name, status.version, status.reason)
+                return
+            except Exception as exc:  # a bug must fail this model, not the server
+                status.state = ModelState.UNAVAILABLE
+                status.reason = f"Internal: {type(exc).__name__}: {exc}"
+                log.exception("failed to load '%s' version %d: %s", name, status.version, status.reason)
+                return
+        status.state = ModelState.READY
+        log.info("successfully loaded '%s' version %d", name, status.version)
 
-    # -- lookups ---------------------------------------------------------------------
-    @property
-    def failures(self) -> list[str]:
-        """Descriptions of every model or version that failed to load."""
-        out = []
-        for entry in self.models.values():
-            if entry.reason:
-                out.append(f"{entry.name}: {entry.reason}")
-            for status in entry.versions.values():
-                if status.state == ModelState.UNAVAILABLE and status.reason:
-                    out.append(f"{entry.name} version {status.version}: {status.reason}")
-        return out
+    def _unload_entry(self, entry: ModelEntry) -> None:
+        """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING)."""
+        for status in entry.versions.values():
+            if status.model is not None:
+                status.state = ModelState.UNLOADING
+                self._retire(status.model, status)
+                status.model = None
 
-    def get(self, name: str, version: str = "") -> Model:
-        """The model serving requests for ``name`` (and ``version``; "" = highest READY version).
+    def _retire(self, model: Model, status: VersionStatus | None) -> None:
+        """Drain ``model`` (no new requests reach it) and unload it in the background."""
 
-        :raises TritonError: NOT_FOUND or UNAVAILABLE with Triton's messages.
-        """
-        entry = self.models.get(name)
-        if entry is None or not entry.versions:
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' is not found")
-        if not version:
-            for v in sorted(entry.versions, reverse=True):
-                status = entry.versions[v]
-                if status.state == ModelState.READY and status.model is not None:
-                    return status.model
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' has no available versions")
-        try:
-            number = int(version)
-        except ValueError:
-            number = None
-        status = entry.versions.get(number) if number is not None else None
-        if status is None:
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' version {version} is not found")
-        if status.state != ModelState.READY or status.model is None:
-            raise TritonError(
-                Code.UNAVAILABLE, f"Request for unknown model: '{name}' version {version} is not at ready state"
-            )
-        return status.model
+        async def retire() -> None:
+            if not await model.drain(self.options.exit_timeout_s):
+                log.warning("model %s: %d requests still in flight after %.0f s", model.label, model.active,
+                            self.options.exit_timeout_s)
+            await model.unload()
+            log.info("successfully unloaded '%s' version %d", model.name, model.version)
+            if status is not None and status.state == ModelState.UNLOADING:
+                status.state, status.reason = ModelState.UNAVAILABLE, "unloaded"
 
-    def versions(self, name: str) -> list[int]:
-        """READY versions of ``name``, ascending."""
-        entry = self.models.get(name)
-        if entry is None:
-            return []
-        return sorted(v for v, s in entry.versions.items() if s.state == ModelState.READY)
-
-    def is_ready(self, name: str, version: str = "") -> bool:
-        """True when ``name`` (``version``) is loaded and every instance is available."""
-        try:
-            return self.get(name, version).ready
-        except TritonError:
-            return False
-
-    @property
-    def all_ready(self) -> bool:
-        """True when every loaded model version is READY (strict readiness).
-
-        As in Triton, a model whose folder could not even be read as a model
-        (e.g. its config does not parse) is not counted: it never became a
-        model; a version that failed to load is.
-        """
-        for entry in self.models.values():
-            for status in entry.versions.values():
-                if status.state != ModelState.READY or status.model is None or not status.model.ready:
-                    return False
-        return True
-
-    def loaded_models(self) -> list[Model]:
-        """Every READY model version, by name then version."""
-        out = []
-        for name in sorted(self.models):
-            for v in sorted(self.models[name].versions):
-                status = self.models[name].versions[v]
-                if status.state == ModelState.READY and status.model is not None:
-                    out.append(status.model)
-        return out
-
-    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
-        """``model_stats`` entries of the statistics extension.
-
-        :raises TritonError: INVALID_ARG ("requested model 'm' is not available",
-            "requested model version is not available for model 'm'"), as Triton.
-        """
-        if not name:
-            return [m.stats.to_dict() for m in self.loaded_models()]
-        entry = self.models.get(name)
-        ready = [m for m in self.loaded_models() if m.name == name]
-        if entry is None or not ready:
-            raise TritonError(Code.INVALID_ARG, f"requested model '{name}' is not available")
-        if not version:
-            return [m.stats.to_dict() for m in ready]
-        chosen = [m for m in ready if str(m.version) == version]
-        if not chosen:
-            raise TritonError(Code.INVALID_ARG, f"requested model version is not available for model '{name}'")
-        return [chosen[0].stats.to_dict()]
-
+        task = asyncio.ensure_future(retire())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)

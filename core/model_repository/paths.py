@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import Code, TritonError
 
-__all__ = ["safe_join", "escapes_root"]
+__all__ = ["safe_join", "escapes_root", "check_model_name", "check_relative_file"]
 
 
 def escapes_root(root: str | os.PathLike[str], candidate: str | os.PathLike[str]) -> bool:
@@ -41,3 +41,45 @@ def safe_join(root: str | os.PathLike[str], *parts: str, what: str = "path") -> 
             f"invalid {what} '{os.path.join(*parts)}': it leaves the directory it must stay in",
         )
     return candidate
+
+
+def check_model_name(name: str, what: str = "model name") -> str:
+    """Refuse a model name that could name a path: separators, ``.``/``..``, NUL, empty.
+
+    Used wherever a name arrives from outside (URLs, load/unload requests,
+    a config's ``name``, an ensemble step's ``model_name``).
+
+    :raises TritonError: INVALID_ARG naming the value.
+    """
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or os.sep in name
+        or (os.altsep is not None and os.altsep in name)
+    ):
+        raise TritonError(
+            Code.INVALID_ARG, f"invalid {what} '{name}': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
+        )
+    return name
+
+
+def check_relative_file(root: str | os.PathLike[str], value: str, what: str) -> None:
+    """Check a config's file name (``default_model_filename``, ``runtime``) stays under ``root``.
+
+    The value is joined under every version folder and the model folder by
+    the loader; it must be a relative path without ``..`` components, and
+    may not resolve (symlinks included) outside ``root``.
+
+    :raises TritonError: INVALID_ARG naming the field.
+    """
+    if not value:
+        return
+    parts = value.replace("\\", "/").split("/")
+    if os.path.isabs(value) or ".." in parts or "\0" in value:
+        raise TritonError(
+            Code.INVALID_ARG, f"invalid {what} '{value}': it must be a file name inside the model folder"
+        )
+    safe_join(root, value, what=what)

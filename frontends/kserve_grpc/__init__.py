@@ -22,6 +22,7 @@ import grpc
 from ...core.errors import Code, TritonError
 from ...core.hookspecs import hookimpl
 from ...proto import grpc_service_pb2_grpc, health_pb2_grpc
+from .restricted import RestrictedInterceptor
 from .servicer import HealthServicer, InferenceServicer, infer_handler
 
 log = logging.getLogger("tritium.grpc")
@@ -39,6 +40,7 @@ class GRPCFrontend:
     :param port: port to bind.
     :param max_request_bytes: the largest request message accepted.
     :param options: extra gRPC channel arguments.
+    :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
     """
 
     name = "grpc"
@@ -50,6 +52,7 @@ class GRPCFrontend:
         port: int,
         max_request_bytes: int = _MAX_MESSAGE,
         options: Mapping[str, Any] | None = None,
+        restrictions: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.server = server
         self.address = f"{address}:{port}" if ":" not in address else f"[{address}]:{port}"
@@ -61,6 +64,7 @@ class GRPCFrontend:
         }
         base.update(options or {})
         self.options = list(base.items())
+        self.restrictions = dict(restrictions or {})
         self._grpc: grpc.aio.Server | None = None
 
     async def start(self) -> None:
@@ -68,7 +72,8 @@ class GRPCFrontend:
 
         :raises TritonError: UNAVAILABLE when the address cannot be bound.
         """
-        server = grpc.aio.server(options=self.options)
+        interceptors = [RestrictedInterceptor(self.restrictions)] if self.restrictions else []
+        server = grpc.aio.server(options=self.options, interceptors=interceptors)
         servicer = InferenceServicer(self.server)
         server.add_generic_rpc_handlers((infer_handler(servicer),))  # first: it wins for ModelInfer
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
@@ -102,4 +107,5 @@ def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> GRP
         options.grpc_port,
         options.max_request_bytes,
         dict(settings.get("options") or {}),
+        options.grpc_restricted_protocol,
     )

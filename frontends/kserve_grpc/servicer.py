@@ -23,6 +23,7 @@ from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
 from ..base import grpc_status
+from .repository import RepositoryServicerMixin
 from .shared_memory import SharedMemoryRpcs
 from .codec import (
     model_metadata_to_proto,
@@ -66,7 +67,7 @@ def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> No
         previous.add_done_callback(lambda _: mine.done() or mine.set_result(None))
 
 
-class InferenceServicer(SharedMemoryRpcs, pb_grpc.GRPCInferenceServiceServicer):
+class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCInferenceServiceServicer):
     """``inference.GRPCInferenceService`` over one :class:`InferenceServer`.
 
     :param server: the server whose API the RPCs call.
@@ -240,17 +241,6 @@ class InferenceServicer(SharedMemoryRpcs, pb_grpc.GRPCInferenceServiceServicer):
             context,
             TritonError(Code.UNSUPPORTED, f"{rpc}: the {extension} extension is not supported by tritium yet"),
             empty,
-        )
-
-    async def RepositoryIndex(self, request: Any, context: Any) -> pb.RepositoryIndexResponse:
-        return self._unsupported(context, "RepositoryIndex", "model repository", pb.RepositoryIndexResponse())
-
-    async def RepositoryModelLoad(self, request: Any, context: Any) -> pb.RepositoryModelLoadResponse:
-        return self._unsupported(context, "RepositoryModelLoad", "model repository", pb.RepositoryModelLoadResponse())
-
-    async def RepositoryModelUnload(self, request: Any, context: Any) -> pb.RepositoryModelUnloadResponse:
-        return self._unsupported(
-            context, "RepositoryModelUnload", "model repository", pb.RepositoryModelUnloadResponse()
         )
 
     async def TraceSetting(self, request: Any, context: Any) -> pb.TraceSettingResponse:

@@ -66,7 +66,9 @@ MAX_REQUEST_BYTES = web.AppKey("max_request_bytes", int)
 INFLIGHT = web.AppKey("inflight", Inflight)
 
 
-def create_app(server: InferenceServer, max_request_bytes: int) -> web.Application:
+def create_app(
+    server: InferenceServer, max_request_bytes: int, restrictions: dict[str, tuple[str, str]] | None = None
+) -> web.Application:
     """Build the application serving every KServe v2 endpoint of ``server``.
 
     Serve it with ``auto_decompress=False`` (as :class:`HTTPFrontend` does):
@@ -74,11 +76,14 @@ def create_app(server: InferenceServer, max_request_bytes: int) -> web.Applicati
     the size limit applied to the decompressed body.
 
     :param max_request_bytes: the body size limit; a larger body is refused
-        with 400 and a message naming the limit.
+        with 413 and a message naming the limit (see :mod:`.body`).
+    :param restrictions: ``--http-restricted-api`` groups: group -> (header, value).
     """
+    from .restricted import restricted_middleware
     from .routes import add_routes  # routes read the keys above
 
-    app = web.Application(client_max_size=max_request_bytes)
+    middlewares = [restricted_middleware(restrictions)] if restrictions else []
+    app = web.Application(client_max_size=max_request_bytes, middlewares=middlewares)
     app[SERVER] = server
     app[MAX_REQUEST_BYTES] = max_request_bytes
     app[INFLIGHT] = Inflight()
@@ -98,12 +103,17 @@ class HTTPFrontend:
     name = "http"
 
     def __init__(
-        self, server: InferenceServer, address: str, port: int, max_request_bytes: int
+        self,
+        server: InferenceServer,
+        address: str,
+        port: int,
+        max_request_bytes: int,
+        restrictions: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.server = server
         self.address = address
         self.port = port
-        self.app = create_app(server, max_request_bytes)
+        self.app = create_app(server, max_request_bytes, restrictions)
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -147,4 +157,6 @@ class HTTPFrontend:
 def frontend_from_options(server: Any) -> HTTPFrontend:
     """The frontend for ``server.options`` (address, port and request size limit)."""
     options = server.options
-    return HTTPFrontend(server, options.http_address, options.http_port, options.max_request_bytes)
+    return HTTPFrontend(
+        server, options.http_address, options.http_port, options.max_request_bytes, options.http_restricted_api
+    )

@@ -22,9 +22,10 @@ from aiohttp import hdrs, web
 
 from ...core.errors import Code, TritonError
 from ...core.response import InferenceResponse
-from ..base import http_status
 from . import codec
 from .app import INFLIGHT, MAX_REQUEST_BYTES, SERVER
+from .body import BodyTooLarge, error_status, read_body
+from .repository import add_repository_routes
 from .shared_memory import add_shared_memory_routes
 
 log = logging.getLogger("tritium.http")
@@ -43,7 +44,7 @@ def _json(body: bytes, status: int = 200) -> web.Response:
 
 def _error(exc: TritonError, headers: dict[str, str] | None = None) -> web.Response:
     body = codec.dumps({"error": exc.message})
-    status = http_status(exc.code)
+    status = error_status(exc)
     return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
 
 
@@ -129,24 +130,6 @@ async def model_stats(request: web.Request) -> web.Response:
 # -- inference ---------------------------------------------------------------------------------
 
 
-async def _read_body(request: web.Request) -> bytes:
-    limit = request.app[MAX_REQUEST_BYTES]
-    size = request.content_length
-    if size is not None:
-        if size > limit:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"request body of {size} bytes exceeds the maximum request size of {limit} bytes",
-            )
-        return await request.content.readexactly(size) if size else b""
-    try:
-        return await request.read()  # chunked: aiohttp enforces client_max_size (= limit)
-    except web.HTTPRequestEntityTooLarge:
-        raise TritonError(
-            Code.INVALID_ARG, f"request body exceeds the maximum request size of {limit} bytes"
-        ) from None
-
-
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     if not body:
         raise TritonError(Code.INVALID_ARG, "nothing to be decompressed")
@@ -157,8 +140,7 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
         message = f"failed to decompress the '{encoding}' request body: {exc}"
         raise TritonError(Code.INVALID_ARG, message) from None
     if len(data) > limit:
-        message = f"decompressed request body exceeds the maximum request size of {limit} bytes"
-        raise TritonError(Code.INVALID_ARG, message)
+        raise BodyTooLarge(f"decompressed request body exceeds the maximum request size of {limit} bytes")
     return data
 
 
@@ -224,7 +206,7 @@ async def _infer(request: web.Request) -> web.StreamResponse:
     elif encoding not in ("gzip", "deflate"):
         unsupported = TritonError(Code.UNSUPPORTED, "Unsupported compression type")
         return _error(unsupported, {"Accept-Encoding": "gzip, deflate"})
-    body = await _read_body(request)
+    body = await read_body(request)
     if encoding is not None:
         body = _decompress(body, encoding, request.app[MAX_REQUEST_BYTES])
     view = memoryview(body)
@@ -322,7 +304,6 @@ async def method_not_allowed(request: web.Request) -> web.Response:
 
 # Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
 _NOT_YET = (
-    ("/v2/repository/{tail:.*}", "model repository"),
     ("/v2/models/{model:[^/]+}/trace/setting", "trace"),
     ("/v2/trace/setting", "trace"),
     ("/v2/logging", "logging"),
@@ -359,6 +340,7 @@ def add_routes(app: web.Application) -> None:
     add("/v2", hdrs.METH_GET, server_metadata)
     add("/v2/health/live", hdrs.METH_GET, health_live)
     add("/v2/health/ready", hdrs.METH_GET, health_ready)
+    add_repository_routes(app, method_not_allowed)
     add_shared_memory_routes(add)
     for path, extension in _NOT_YET:
         app.router.add_route(hdrs.METH_ANY, path, _not_yet(extension))

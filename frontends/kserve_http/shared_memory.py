@@ -19,9 +19,9 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import hdrs, web
 
 from ...core.errors import Code, TritonError
-from ..base import http_status
 from . import codec
 from .app import SERVER
+from .body import error_status, read_body
 
 __all__ = ["add_shared_memory_routes"]
 
@@ -36,7 +36,7 @@ _UINT64_MAX = (1 << 64) - 1
 def _answer(body: Any = None, error: TritonError | None = None) -> web.Response:
     if error is not None:
         return web.Response(
-            body=codec.dumps({"error": error.message}), status=http_status(error.code), content_type="application/json"
+            body=codec.dumps({"error": error.message}), status=error_status(error), content_type="application/json"
         )
     if body is None:
         return web.Response(status=200, content_type="application/json")
@@ -44,7 +44,7 @@ def _answer(body: Any = None, error: TritonError | None = None) -> web.Response:
 
 
 async def _register_body(request: web.Request) -> Mapping[str, Any]:
-    doc = codec.loads(await request.read())
+    doc = codec.loads(await read_body(request))  # 413 over --max-request-bytes
     if not isinstance(doc, dict):
         raise TritonError(Code.INTERNAL, "attempt to access non-object JSON as object")
     return doc

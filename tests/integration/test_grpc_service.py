@@ -32,6 +32,8 @@ from tests.support.server import ServerProcess
 
 EXTENSIONS = [
     "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
     "model_configuration",
     "system_shared_memory",
     "cuda_shared_memory",
@@ -290,9 +292,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
 @pytest.mark.parametrize(
     ("rpc", "request_message", "extension"),
     [
-        ("RepositoryIndex", pb.RepositoryIndexRequest(), "model repository"),
-        ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="identity_fp32"), "model repository"),
-        ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="identity_fp32"), "model repository"),
         ("TraceSetting", pb.TraceSettingRequest(), "trace"),
         ("LogSettings", pb.LogSettingsRequest(), "logging"),
     ],

@@ -269,8 +269,6 @@ def test_errors_through_tritonclient(client: httpclient.InferenceServerClient) -
 @pytest.mark.parametrize(
     "method, path, extension",
     [
-        ("POST", "/v2/repository/index", "model repository"),
-        ("POST", "/v2/repository/models/identity_fp32/load", "model repository"),
         ("GET", "/v2/trace/setting", "trace"),
         ("GET", "/v2/logging", "logging"),
     ],

@@ -217,8 +217,9 @@ def test_command_line_errors(tmp_path):
     result = run("--model-repository=x", "--trace-config=rate=1")
     assert result.returncode == 2
     assert "--trace-config is a tritonserver flag for request tracing, which tritium does not support yet" in result.stderr
-    result = run("--model-repository=x", "--model-control-mode=explicit")
-    assert result.returncode == 2 and "--model-control-mode=explicit is not supported yet" in result.stderr
+    result = run("--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a")
+    assert result.returncode == 2
+    assert "Wildcard model name '*' must be the ONLY startup model if specified at all." in result.stderr
     result = run("--model-repository=x", "--allow-http=maybe")
     assert result.returncode == 2 and "invalid boolean value 'maybe'" in result.stderr
     result = run()

@@ -48,9 +48,17 @@ def test_http_body_within_the_limit(server: ServerProcess) -> None:
 def test_http_body_over_the_limit(server: ServerProcess) -> None:
     body = request(2000)
     assert post(server, body) == (
-        400, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+        413, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
     )
     assert post(server, request(10))[0] == 200
+
+
+def test_http_bodies_of_other_endpoints_over_the_limit(server: ServerProcess) -> None:
+    body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * LIMIT}).encode()
+    expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+    for path in ("/v2/systemsharedmemory/region/r/register", "/v2/repository/index"):
+        status, _headers, reply = http_call(server, "POST", path, body)
+        assert (status, json.loads(reply)) == (413, expected), path
 
 
 def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
@@ -60,7 +68,7 @@ def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
         conn.request("POST", "/v2/models/echo/infer", body=iter([body]), encode_chunked=True)
         resp = conn.getresponse()
         assert (resp.status, json.loads(resp.read())) == (
-            400, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
+            413, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
         )
     finally:
         conn.close()
@@ -70,7 +78,7 @@ def test_http_compressed_body_over_the_limit_once_decompressed(server: ServerPro
     body = gzip.compress(request(3000))
     assert len(body) <= LIMIT
     assert post(server, body, {"Content-Encoding": "gzip"}) == (
-        400, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
+        413, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
     )
 
 

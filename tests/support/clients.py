@@ -5,11 +5,11 @@ from __future__ import annotations
 import http.client
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from tests.support.server import ServerProcess
 
-__all__ = ["http_call", "wait_grpc_ready", "module_server", "HTTP_ONLY"]
+__all__ = ["http_call", "grpc_call", "wait_grpc_ready", "module_server", "HTTP_ONLY"]
 
 #: flags for a server that only needs its HTTP endpoint
 HTTP_ONLY = ("--allow-grpc=false", "--allow-metrics=false")
@@ -30,6 +30,20 @@ def http_call(
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     finally:
         conn.close()
+
+
+def grpc_call(server: ServerProcess, rpc: str, request: Any, metadata: Any = None) -> tuple[Any, Any]:
+    """One raw gRPC call of ``inference.GRPCInferenceService``; returns (status code, response or details)."""
+    import grpc
+
+    from tritium.proto import grpc_service_pb2_grpc
+
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        try:
+            return grpc.StatusCode.OK, getattr(stub, rpc)(request, metadata=metadata, timeout=120)
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details()
 
 
 def wait_grpc_ready(server: ServerProcess, timeout: float = 120.0) -> None:
