@@ -29,6 +29,8 @@ from .request import InferenceRequest
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload
 from .scheduler.default import DefaultScheduler
+from .scheduler.dynamic_batcher import DynamicBatcher
+from .scheduler.sequence_batcher import SequenceBatcher
 from .stats import ModelStats
 from .tensor import tensor_from_buffer
 from .types import by_config_name, by_name
@@ -61,6 +63,8 @@ class _Pending:
     done_ns: int = 0
     error: TritonError | None = None
     recorded: bool = False
+    #: called with each implicit-state output ``(name, datatype, shape, bytes)`` (sequence batcher)
+    on_state: Any = None
 
 
 class Model:
@@ -93,12 +97,29 @@ class Model:
         self.stats = ModelStats(name, version)
         self.instances: list[ModelInstance] = []
         self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
-        self.scheduler = DefaultScheduler(
-            f"'{name}' version {version}",
-            lambda size, t: self.stats.record_execution(size, t[0], t[1], t[2]),
-            lambda inst: inst.available,  # type: ignore[attr-defined]
-        )
+        seq = config.get("sequence_batching")
+        states = (seq or {}).get("state", [])
+        #: implicit-state outputs, and those of them the client cannot see (not in the config's outputs)
+        self.state_outputs = {str(st["output_name"]) for st in states}
+        self._hidden_outputs = self.state_outputs - {str(o["name"]) for o in config.get("output", [])}
+        self.scheduler = self._make_scheduler(config)
         self._stopping = False
+
+    def _make_scheduler(self, config: dict[str, Any]) -> Any:
+        """The scheduler the config asks for: sequence batcher, dynamic batcher or the default."""
+        label = f"'{self.name}' version {self.version}"
+
+        def executed(size: int, t: Sequence[int]) -> None:
+            self.stats.record_execution(size, t[0], t[1], t[2])
+
+        def available(inst: Any) -> bool:
+            return bool(inst.available)
+
+        if config.get("sequence_batching") is not None:
+            return SequenceBatcher(self.name, config, executed, available, self)
+        if config.get("dynamic_batching") is not None and int(config.get("max_batch_size", 0)) > 0:
+            return DynamicBatcher(label, config, executed, available, self.gather)
+        return DefaultScheduler(label, executed, available)
 
     # -- description -------------------------------------------------------------
     @property
@@ -178,6 +199,7 @@ class Model:
             "corr": params.get("sequence_id", 0),
             "flags": flags,
             "timeout": params.get("timeout", 0) if type(params.get("timeout", 0)) is int else 0,
+            "priority": params.get("priority", 0) if type(params.get("priority", 0)) is int else 0,
             "inputs": wire_inputs,
             "outputs": [o.name for o in request.outputs],
             "params": _backend_parameters(params),
@@ -250,6 +272,10 @@ class Model:
                     if release >= 0:
                         releases.append([seg_id, release])
                     data = self.pool.segments.resolve(seg_id, offset, nbytes)
+                    if name in self.state_outputs and pending.on_state is not None:
+                        pending.on_state(name, datatype, list(shape), bytes(data))
+                    if name in self._hidden_outputs:
+                        continue
                     tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
                     tensors = [self._classify(t, pending.classification) for t in tensors]
@@ -310,7 +336,68 @@ class Model:
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
             for block in blocks:
-                self.pool.free(block)
+                if isinstance(block, _SharedBlock):
+                    block.release()
+                else:
+                    self.pool.free(block)
+
+    # -- services for the batchers -------------------------------------------------------
+    def gather(self, payloads: list[Payload]) -> None:
+        """Lay each input of a batch out contiguously in the arena (one block per input).
+
+        The EXECUTE frame then names, for every request, a slice of one block,
+        so a backend gets the whole batch as one array without copying
+        (:func:`tritium.core.backend.api.batch_input`). Inputs already adjacent
+        stay where they are. Each request's own block is freed; the gathered
+        block lives until the last request of the batch releases its response.
+
+        :raises TritonError: when the arena cannot hold the gathered block.
+        """
+        first = payloads[0].wire["inputs"]
+        for index in range(len(first)):
+            items = [p.wire["inputs"][index] for p in payloads]
+            if any(it[0] != items[0][0] for it in items):
+                return  # inputs in different orders: leave the batch as it is
+            if all(
+                b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])
+            ):
+                continue  # already contiguous
+            total = sum(int(it[5]) for it in items)
+            block = self.pool.allocate(total)
+            shared = _SharedBlock(self.pool, block, len(payloads))
+            target = block.view
+            pos = 0
+            seg_id, base, _n = block.descriptor
+            for payload, item in zip(payloads, items):
+                nbytes = int(item[5])
+                if nbytes:
+                    target[pos : pos + nbytes] = self.pool.segments.resolve(item[3], item[4], nbytes)
+                item[3], item[4] = seg_id, base + pos
+                pos += nbytes
+                pending: _Pending = payload.context
+                old = pending.blocks[index]
+                pending.blocks[index] = shared  # type: ignore[call-overload]
+                if isinstance(old, _SharedBlock):
+                    old.release()
+                else:
+                    self.pool.free(old)
+
+    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None:
+        """Add an input the server supplies (a sequence control input or an implicit state) to a payload."""
+        pending: _Pending = payload.context
+        block = self.pool.allocate(len(data))
+        if data:
+            block.view[:] = data
+        pending.blocks.append(block)
+        payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
+
+    def set_state_sink(self, payload: Payload, sink: Any) -> None:
+        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
+        pending: _Pending = payload.context
+        pending.on_state = sink
+        wanted = payload.wire["outputs"]
+        if wanted:
+            wanted.extend(n for n in self.state_outputs if n not in wanted)
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)
@@ -324,6 +411,22 @@ class Model:
             array, k, self.signature.max_batch_size > 0, self.labels.get(tensor.name, [])
         )
         return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
+
+
+class _SharedBlock:
+    """An arena block shared by the requests of a batch (freed when the last lets go)."""
+
+    __slots__ = ("pool", "block", "refs")
+
+    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
+        self.pool = pool
+        self.block = block
+        self.refs = refs
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs == 0:
+            self.pool.free(self.block)
 
 
 def by_name_config(config_name: str) -> str:

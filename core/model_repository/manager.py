@@ -181,8 +181,6 @@ class ModelRepositoryManager:
                 options = dataclasses.replace(options, python=environment.python, env=environment.env)
             if config.platform == normalize.ENSEMBLE:
                 raise TritonError(Code.UNSUPPORTED, "ensemble models are not supported yet")
-            if config.HasField("sequence_batching"):
-                raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
             model = await load_model(
                 entry.name,
                 version,
@@ -205,11 +203,6 @@ class ModelRepositoryManager:
             status.reason = f"Internal: {type(exc).__name__}: {exc}"
             log.exception("failed to load '%s' version %d: %s", entry.name, version, status.reason)
             return
-        if "dynamic_batching" in model.config:
-            log.warning(
-                "model '%s': dynamic_batching is configured; this release schedules requests one at a time",
-                entry.name,
-            )
         status.model = model
         status.state = ModelState.READY
         log.info("successfully loaded '%s' version %d", entry.name, version)

@@ -46,10 +46,14 @@ class Payload:
     :ivar arrival_ns: when the scheduler got it (``perf_counter_ns``).
     :ivar dispatch_ns: when it went to an instance.
     :ivar timings: ``[input, infer, output]`` ns of the execution it was in.
-    :ivar final: True once its final response arrived.
+    :ivar final: True once its final response was delivered.
+    :ivar done: True once its final response came from the worker (it may be
+        held back for ``preserve_ordering``).
     """
 
-    __slots__ = ("wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final")
+    __slots__ = (
+        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done"
+    )
 
     def __init__(self, wire: dict[str, Any], batch_size: int, handler: ResponseHandler, context: Any) -> None:
         self.wire = wire
@@ -60,10 +64,12 @@ class Payload:
         self.dispatch_ns = 0
         self.timings: Sequence[int] | None = None
         self.final = False
+        self.done = False
 
     def fail(self, error: TritonError) -> None:
         """Deliver a final error response (no-op once final)."""
         if not self.final:
+            self.done = True
             self.handler.on_response(self, [], error, None, True, None)
 
 
@@ -114,8 +120,10 @@ class Batch:
         if not 0 <= index < len(self.payloads):
             raise TritonError(Code.INTERNAL, f"RESPONSE for request {index} of a batch of {len(self.payloads)}")
         payload = self.payloads[index]
-        if payload.final:
+        if payload.done:
             raise TritonError(Code.INTERNAL, f"RESPONSE after the final response of request {index}")
+        if final:
+            payload.done = True
         payload.handler.on_response(payload, outputs, error, parameters, final, worker)
 
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None:
