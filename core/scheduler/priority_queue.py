@@ -10,12 +10,13 @@ default_queue_policy {...} priority_queue_policy { key: L value {...} } }``:
   rejects with ``Exceeds maximum queue size``, UNAVAILABLE),
   ``default_timeout_microseconds`` (a request still queued past its timeout
   is rejected with ``Request timeout expired``, UNAVAILABLE, or with
-  ``timeout_action: DELAY`` moved behind every request that has not timed
-  out), and ``allow_timeout_override`` (the request's ``timeout`` parameter,
-  in microseconds, replaces the default when it is shorter, as in Triton).
+  ``timeout_action: DELAY`` moved behind the requests of its level that have
+  not timed out), and ``allow_timeout_override`` (the request's ``timeout``
+  parameter, in microseconds, replaces a non-zero default when it is
+  shorter; with no default timeout it is ignored — both as Triton 2.51 does).
 
-Requests are served highest level first, oldest first within a level; the
-delayed (timed-out DELAY) requests of all levels come after everything else.
+Requests are served highest level first; within a level oldest first, then
+the delayed (timed-out DELAY) ones.
 Runs on the core's event loop; times are ``perf_counter_ns``.
 """
 
@@ -91,7 +92,7 @@ class PriorityQueue:
         level_policies = level_policies or {}
         self._policies = [level_policies.get(lv, default_policy) for lv in range(1, self.levels + 1)]
         self._queues: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
-        self._delayed: deque[_Entry] = deque()
+        self._delayed: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
         self._size = 0
 
     def __len__(self) -> int:
@@ -116,7 +117,7 @@ class PriorityQueue:
         if policy.max_queue_size and len(queue) >= policy.max_queue_size:
             raise TritonError(Code.UNAVAILABLE, "Exceeds maximum queue size")
         timeout = policy.default_timeout_us
-        if policy.allow_timeout_override and 0 < timeout_us and (timeout == 0 or timeout_us < timeout):
+        if policy.allow_timeout_override and 0 < timeout_us < timeout:
             timeout = timeout_us
         deadline = payload.arrival_ns + timeout * 1000 if timeout else 0
         queue.append(_Entry(payload, deadline))
@@ -135,7 +136,7 @@ class PriorityQueue:
                 if entry.deadline_ns and entry.deadline_ns <= now:
                     if delay:
                         entry.deadline_ns = 0
-                        self._delayed.append(entry)
+                        self._delayed[index].append(entry)
                     else:
                         rejected.append(entry.payload)
                         self._size -= 1
@@ -150,24 +151,25 @@ class PriorityQueue:
         return min(deadlines) if deadlines else 0
 
     def __iter__(self) -> Iterator[Payload]:
-        """Payloads in serving order (highest level first, oldest first; delayed last)."""
-        for queue in self._queues:
+        """Payloads in serving order (highest level first; in a level oldest first, delayed last)."""
+        for queue in self._ordered():
             for entry in queue:
                 yield entry.payload
-        for entry in self._delayed:
-            yield entry.payload
+
+    def _ordered(self) -> Iterator[deque[_Entry]]:
+        for queue, delayed in zip(self._queues, self._delayed):
+            yield queue
+            yield delayed
 
     def oldest_arrival_ns(self) -> int:
         """Arrival time of the oldest queued payload (0 when empty)."""
-        arrivals = [q[0].payload.arrival_ns for q in self._queues if q]
-        if self._delayed:
-            arrivals.append(self._delayed[0].payload.arrival_ns)
+        arrivals = [q[0].payload.arrival_ns for q in self._ordered() if q]
         return min(arrivals) if arrivals else 0
 
     def pop_first(self, count: int) -> list[Payload]:
         """Remove and return the first ``count`` payloads in serving order."""
         out: list[Payload] = []
-        for queue in self._queues + [self._delayed]:
+        for queue in self._ordered():
             while queue and len(out) < count:
                 out.append(queue.popleft().payload)
         self._size -= len(out)

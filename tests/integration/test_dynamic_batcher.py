@@ -1,0 +1,248 @@
+"""Dynamic batcher and instance groups, black-box over HTTP and gRPC (Triton's L0_batcher in spirit).
+
+Every model reports the batch it ran in (``tests/support/scheduling_models.py``),
+so the assertions are on what the model saw, not on timing — except the one
+allowed timing check (two instances run two requests in parallel).
+Expected values and error messages were checked against real Triton 2.51.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.support.clients import module_server
+from tests.support.scheduling_models import add_batch_model, batch_config
+from tests.support.server import ServerProcess
+
+QUEUE_FULL = "[request id: <id_unknown>] Exceeds maximum queue size"
+TIMED_OUT = "Request timeout expired"
+
+
+def build(repo: Path) -> None:
+    """The suite's model repository (also used to run the suite against real Triton)."""
+    # a preferred size of 4 is sent at once; anything else waits the (long) queue delay
+    add_batch_model(repo, "preferred4", batch_config(dynamic="preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000"))
+    add_batch_model(repo, "delay", batch_config(dynamic="max_queue_delay_microseconds: 1500000"))
+    add_batch_model(repo, "preferred2_4", batch_config(dynamic="preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1500000"))
+    add_batch_model(repo, "max4", batch_config(max_batch_size=4, dynamic="max_queue_delay_microseconds: 1500000"))
+    add_batch_model(repo, "shapes", batch_config(dynamic="max_queue_delay_microseconds: 1000000"))
+    add_batch_model(repo, "ragged", batch_config(dynamic="max_queue_delay_microseconds: 1000000", ragged=True))
+    add_batch_model(
+        repo,
+        "priority",
+        batch_config(max_batch_size=1, delay_ms=800, dynamic="priority_levels: 2 default_priority_level: 2"),
+    )
+    add_batch_model(
+        repo,
+        "queue_full",
+        batch_config(max_batch_size=1, delay_ms=1000, dynamic="default_queue_policy { max_queue_size: 1 }"),
+    )
+    add_batch_model(
+        repo,
+        "reject",
+        batch_config(
+            max_batch_size=1,
+            delay_ms=1000,
+            dynamic="default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 200000 "
+            "allow_timeout_override: true }",
+        ),
+    )
+    add_batch_model(
+        repo,
+        "delayed",
+        batch_config(
+            max_batch_size=1,
+            delay_ms=800,
+            dynamic="default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10000000 "
+            "allow_timeout_override: true }",
+        ),
+    )
+    add_batch_model(
+        repo,
+        "no_default_timeout",
+        batch_config(max_batch_size=1, delay_ms=800, dynamic="default_queue_policy { allow_timeout_override: true }"),
+    )
+    for name, ordering in (("ordered", "true"), ("unordered", "false")):
+        add_batch_model(
+            repo, name, batch_config(max_batch_size=1, count=2, dynamic=f"preserve_ordering: {ordering}")
+        )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from module_server(tmp_path_factory.mktemp("dynamic_batcher"), build, [])
+
+
+def _inputs(module: Any, rows: int = 1, cols: int = 1, value: float = 1.0) -> list[Any]:
+    tensor = module.InferInput("INPUT0", [rows, cols], "FP32")
+    tensor.set_data_from_numpy(np.full((rows, cols), value, np.float32))
+    return [tensor]
+
+
+def _concurrent(calls: list[Callable[[], Any]], stagger_s: float = 0.05) -> list[Any]:
+    """Run each call in its own thread, started ``stagger_s`` apart (arrival order); results in call order."""
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except InferenceServerException as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+        time.sleep(stagger_s)
+    for t in threads:
+        t.join(120)
+    return results
+
+
+def _http(server: ServerProcess, model: str, **kwargs: Any) -> Callable[[], dict[str, Any]]:
+    def call() -> dict[str, Any]:
+        client = httpclient.InferenceServerClient(server.http_url.replace("http://", ""))
+        try:
+            result = client.infer(model, _inputs(httpclient, **kwargs.pop("shape", {})), **kwargs)
+            return {n: int(result.as_numpy(n)[0, 0]) for n in ("BATCH", "NREQ", "SEQNO", "PID")}
+        finally:
+            client.close()
+
+    return call
+
+
+def _grpc(server: ServerProcess, model: str, **kwargs: Any) -> Callable[[], dict[str, Any]]:
+    def call() -> dict[str, Any]:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        try:
+            result = client.infer(model, _inputs(grpcclient), **kwargs)
+            return {n: int(result.as_numpy(n)[0, 0]) for n in ("BATCH", "NREQ", "SEQNO", "PID")}
+        finally:
+            client.close()
+
+    return call
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_concurrent_requests_form_one_preferred_batch(server: ServerProcess, protocol: str) -> None:
+    make = _http if protocol == "http" else _grpc
+    results = _concurrent([make(server, "preferred4") for _ in range(4)])
+    assert [r["NREQ"] for r in results] == [4, 4, 4, 4]
+    assert [r["BATCH"] for r in results] == [4, 4, 4, 4]
+    assert len({r["SEQNO"] for r in results}) == 1
+
+
+def test_queue_delay_sends_what_arrived(server: ServerProcess) -> None:
+    # no preferred size but max_batch_size (8): after the delay the three queued requests go together
+    results = _concurrent([_http(server, "delay") for _ in range(3)])
+    assert [r["NREQ"] for r in results] == [3, 3, 3]
+
+
+def test_preferred_batch_sizes(server: ServerProcess) -> None:
+    # preferred [2, 4]: the second arrival completes a batch of 2 at once; the third waits the delay alone
+    results = _concurrent([_http(server, "preferred2_4") for _ in range(3)], stagger_s=0.15)
+    assert [r["NREQ"] for r in results] == [2, 2, 1]
+
+
+def test_batch_never_exceeds_max_batch_size(server: ServerProcess) -> None:
+    results = _concurrent([_http(server, "max4") for _ in range(6)])
+    assert [r["NREQ"] for r in results] == [4, 4, 4, 4, 2, 2]
+    # a request of 3 rows and two of 1 row: 3 + 1 fills the batch, the last one goes alone
+    rows = _concurrent([_http(server, "max4", shape={"rows": r}) for r in (3, 1, 1)])
+    assert [r["BATCH"] for r in rows] == [4, 4, 1]
+
+
+def test_different_shapes_are_not_batched_unless_ragged(server: ServerProcess) -> None:
+    shapes = [{"cols": c} for c in (1, 2, 1, 2)]
+    plain = _concurrent([_http(server, "shapes", shape=s) for s in shapes])
+    assert [r["NREQ"] for r in plain] == [1, 1, 1, 1]  # as Triton: each shape change ends a batch
+    ragged = _concurrent([_http(server, "ragged", shape=s) for s in shapes])
+    assert [r["NREQ"] for r in ragged] == [4, 4, 4, 4]
+
+
+def test_higher_priority_is_served_first(server: ServerProcess) -> None:
+    # the first request occupies the instance; then two at the default level 2 and one at level 1
+    calls = [
+        _http(server, "priority"),
+        _http(server, "priority"),
+        _http(server, "priority", priority=2),
+        _http(server, "priority", priority=1),
+    ]
+    first, low1, low2, high = _concurrent(calls, stagger_s=0.1)
+    base = first["SEQNO"]
+    assert high["SEQNO"] == base + 1
+    assert sorted([low1["SEQNO"], low2["SEQNO"]]) == [base + 2, base + 3]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_full_queue_rejects(server: ServerProcess, protocol: str) -> None:
+    make = _http if protocol == "http" else _grpc
+    results = _concurrent([make(server, "queue_full") for _ in range(4)], stagger_s=0.1)
+    assert isinstance(results[0], dict) and isinstance(results[1], dict)
+    for exc in results[2:]:
+        assert isinstance(exc, InferenceServerException)
+        assert exc.message() == QUEUE_FULL
+        assert exc.status() == ("503" if protocol == "http" else "StatusCode.UNAVAILABLE")
+
+
+def test_queue_timeout_rejects(server: ServerProcess) -> None:
+    results = _concurrent([_http(server, "reject") for _ in range(2)])
+    assert isinstance(results[0], dict)
+    assert isinstance(results[1], InferenceServerException)
+    assert (results[1].status(), results[1].message()) == ("503", TIMED_OUT)
+    # the request's own timeout only shortens the default (as Triton): 10 s still times out after 200 ms
+    for override in (50_000, 10_000_000):
+        results = _concurrent([_http(server, "reject"), _http(server, "reject", timeout=override)])
+        assert isinstance(results[1], InferenceServerException) and results[1].message() == TIMED_OUT
+
+
+def test_request_timeout_needs_a_default_timeout(server: ServerProcess) -> None:
+    # as Triton 2.51: with no default timeout, the request's timeout parameter is not applied
+    results = _concurrent([_http(server, "no_default_timeout"), _http(server, "no_default_timeout", timeout=50_000)])
+    assert all(isinstance(r, dict) for r in results)
+
+
+def test_queue_timeout_delays(server: ServerProcess) -> None:
+    # DELAY: a request whose own timeout (50 ms) expires in the queue goes behind the one that
+    # arrived after it (whose 10 s default timeout does not expire); both succeed
+    first, timed_out, later = _concurrent(
+        [_http(server, "delayed"), _http(server, "delayed", timeout=50_000), _http(server, "delayed")],
+        stagger_s=0.3,
+    )
+    assert timed_out["SEQNO"] > later["SEQNO"] > first["SEQNO"]
+
+
+def test_preserve_ordering_holds_back_later_responses(server: ServerProcess) -> None:
+    # two instances; the first request is slow (its instance sleeps), the second fast
+    slow_then_fast = _ordering_case(server, "ordered")
+    assert slow_then_fast == ["slow", "fast"]
+    assert _ordering_case(server, "unordered") == ["fast", "slow"]
+
+
+def _ordering_case(server: ServerProcess, model: str) -> list[str]:
+    order: list[str] = []
+    lock = threading.Lock()
+    url = server.http_url.replace("http://", "")
+
+    def call(tag: str, seconds: float) -> Callable[[], None]:
+        def run() -> None:
+            client = httpclient.InferenceServerClient(url)
+            try:
+                client.infer(model, _inputs(httpclient), parameters={"sleep_ms": int(seconds * 1000)})
+            finally:
+                client.close()
+            with lock:
+                order.append(tag)
+
+        return run
+
+    _concurrent([call("slow", 1.5), call("fast", 0.0)], stagger_s=0.2)
+    return order
