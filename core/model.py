@@ -20,12 +20,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
 from .memory.pool import TensorPool
 from .model_instance import InstanceOptions, ModelInstance
-from .request import InferenceRequest
+from .request import InferenceRequest, InferInput
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload
 from .scheduler.default import DefaultScheduler
@@ -65,6 +67,8 @@ class _Pending:
     recorded: bool = False
     #: called with each implicit-state output ``(name, datatype, shape, bytes)`` (sequence batcher)
     on_state: Any = None
+    #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
+    null: bool = False
 
 
 class Model:
@@ -320,6 +324,8 @@ class Model:
     def _record(self, payload: Payload) -> None:
         pending: _Pending = payload.context
         pending.recorded = True
+        if pending.null:
+            return
         request_ns = pending.done_ns - payload.arrival_ns
         if pending.error is not None:
             self.stats.record_failure(request_ns)
@@ -390,6 +396,26 @@ class Model:
             block.view[:] = data
         pending.blocks.append(block)
         payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
+
+    def null_payload(self, template: Payload) -> Payload:
+        """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
+
+        The sequence batcher's direct strategy puts one in each idle slot below a
+        busy one, so a request's index in the batch is its sequence's slot, as in
+        Triton; its response is dropped.
+        """
+        names = set(self.signature.inputs)
+        inputs = []
+        for name, datatype, shape, _seg, _off, nbytes in template.wire["inputs"]:
+            if name in names:
+                count = int(np.prod(shape)) if shape else 1
+                data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
+                inputs.append(InferInput(name, datatype, list(shape), data))
+        payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
+        pending: _Pending = payload.context
+        pending.future = None
+        pending.null = True
+        return payload
 
     def set_state_sink(self, payload: Payload, sink: Any) -> None:
         """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""

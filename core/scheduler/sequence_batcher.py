@@ -11,9 +11,11 @@ requests with ``sequence_start`` / ``sequence_end``.
   ``max_candidate_sequences``); when every instance is full it waits in a
   backlog. All its requests run on that instance, one at a time, in arrival
   order. A batch holds at most one request per sequence and at most
-  ``max_batch_size`` requests (``direct``: in slot order; ``oldest``: oldest
-  first, waiting up to ``max_queue_delay_microseconds`` for a preferred batch
-  size).
+  ``max_batch_size`` requests. ``direct``: request i of a batch belongs to
+  the sequence in slot i; an idle slot below a busy one gets a *null request*
+  (READY false, CORRID 0, inputs of zeros, whose response is dropped), as in
+  Triton, so a model may keep per-slot state. ``oldest``: oldest first,
+  waiting up to ``max_queue_delay_microseconds`` for a preferred batch size.
 * Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
   their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
   values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
@@ -63,6 +65,8 @@ class SequenceHost(Protocol):
     def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None: ...
 
     def set_state_sink(self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]) -> None: ...
+
+    def null_payload(self, template: Payload) -> Payload: ...
 
 
 class _Sequence:
@@ -130,7 +134,7 @@ class SequenceBatcher:
         self._states = [self._parse_state(st) for st in seq.get("state", [])]
         self._sequences: dict[int | str, _Sequence] = {}
         self._backlog: deque[_Sequence] = deque()
-        self._bound: dict[Executor, list[_Sequence]] = {}
+        self._bound: dict[Executor, list[_Sequence | None]] = {}  # per instance: its slots
         self._busy: dict[Executor, list[_Sequence]] = {}
         self._stopped: TritonError | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -231,10 +235,9 @@ class SequenceBatcher:
     def add_executor(self, executor: Executor) -> None:
         """An instance became ready: it takes backlogged sequences."""
         if executor not in self._bound:
-            self._bound[executor] = []
-            while self._backlog and len(self._bound[executor]) < self.capacity:
-                seq = self._backlog.popleft()
-                self._attach(seq, executor)
+            self._bound[executor] = [None] * self.capacity
+            while self._backlog and None in self._bound[executor]:
+                self._attach(self._backlog.popleft(), executor)
             self._schedule(executor)
 
     def remove_executor(self, executor: Executor) -> None:
@@ -243,6 +246,8 @@ class SequenceBatcher:
         self._busy.pop(executor, None)
         error = TritonError(Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone")
         for seq in sequences:
+            if seq is None:
+                continue
             self._sequences.pop(seq.corr, None)
             while seq.queue:
                 seq.queue.popleft().fail(error)
@@ -265,17 +270,18 @@ class SequenceBatcher:
 
     # -- binding ---------------------------------------------------------------------
     def _bind(self, seq: _Sequence) -> None:
-        choices = [e for e, seqs in self._bound.items() if len(seqs) < self.capacity and self._available(e)]
+        choices = [e for e, slots in self._bound.items() if None in slots and self._available(e)]
         if not choices:
             self._backlog.append(seq)
             return
-        self._attach(seq, min(choices, key=lambda e: len(self._bound[e])))
+        self._attach(seq, max(choices, key=lambda e: self._bound[e].count(None)))
 
     def _attach(self, seq: _Sequence, executor: Executor) -> None:
+        slots = self._bound[executor]
         seq.executor = executor
         self._bind_counter += 1
         seq.bound_at = self._bind_counter
-        self._bound[executor].append(seq)
+        slots[slots.index(None)] = seq
 
     def _release(self, seq: _Sequence) -> None:
         """The sequence ended (END ran, or idle): free its slot for a backlogged one."""
@@ -286,8 +292,9 @@ class SequenceBatcher:
         executor = seq.executor
         if executor is None or executor not in self._bound:
             return
-        self._bound[executor].remove(seq)
-        while self._backlog and len(self._bound[executor]) < self.capacity:
+        slots = self._bound[executor]
+        slots[slots.index(seq)] = None
+        while self._backlog and None in slots:
             self._attach(self._backlog.popleft(), executor)
         self._schedule(executor)
 
@@ -295,7 +302,8 @@ class SequenceBatcher:
     def _schedule(self, executor: Executor) -> None:
         if executor in self._busy or executor not in self._bound or not self._available(executor):
             return
-        ready = [s for s in self._bound[executor] if s.queue and not s.inflight]
+        slots = self._bound[executor]
+        ready = [s for s in slots if s is not None and s.queue and not s.inflight]
         if not ready:
             return
         if self.strategy == "oldest":
@@ -319,27 +327,39 @@ class SequenceBatcher:
             payloads.append(payload)
         if not payloads:
             return
+        if self.strategy == "direct" and len(slots) > 1:
+            payloads = self._slot_aligned(slots, chosen, payloads)
         now = time.perf_counter_ns()
         for payload in payloads:
             payload.dispatch_ns = now
         self._busy[executor] = chosen
         executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
 
+    def _slot_aligned(self, slots: list[_Sequence | None], chosen: list[_Sequence], payloads: list[Payload]) -> list[Payload]:
+        """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
+
+        A null request (READY false, CORRID 0, inputs of zeros, initial state)
+        is what Triton sends there; its response is dropped.
+        """
+        by_seq = {id(seq): p for seq, p in zip(chosen, payloads) if seq.inflight}
+        last = max(i for i, s in enumerate(slots) if s is not None and id(s) in by_seq)
+        out = []
+        for i in range(last + 1):
+            seq = slots[i]
+            if seq is not None and id(seq) in by_seq:
+                out.append(by_seq[id(seq)])
+            else:
+                null = self._host.null_payload(payloads[0])
+                self._add_controls(null, 0, 0, ready=False)
+                for st in self._states:
+                    self._host.add_input(null, st.input_name, st.datatype, st.shape, st.initial)
+                out.append(null)
+        return out
+
     def _prepare(self, seq: _Sequence, payload: Payload) -> None:
         """Add the control inputs and the implicit state to a request about to run."""
         flags = int(payload.wire.get("flags", 0))
-        shape = [1, 1] if self._batching else [1]
-        for name, kind, datatype, values in self._controls:
-            if kind == "CONTROL_SEQUENCE_CORRID":
-                data = _corrid_bytes(seq.corr, datatype)
-            else:
-                on = {
-                    "CONTROL_SEQUENCE_START": bool(flags & _START),
-                    "CONTROL_SEQUENCE_END": bool(flags & _END),
-                    "CONTROL_SEQUENCE_READY": True,
-                }.get(kind, False)
-                data = _scalar_bytes(values[1] if on else values[0], datatype)
-            self._host.add_input(payload, name, datatype, shape, data)
+        self._add_controls(payload, seq.corr, flags, ready=True)
         if not self._states:
             return
         if flags & _START:
@@ -353,6 +373,20 @@ class SequenceBatcher:
             seq.state[outputs[name]] = (datatype, out_shape, data)
 
         self._host.set_state_sink(payload, sink)
+
+    def _add_controls(self, payload: Payload, corr: int | str, flags: int, ready: bool) -> None:
+        shape = [1, 1] if self._batching else [1]
+        for name, kind, datatype, values in self._controls:
+            if kind == "CONTROL_SEQUENCE_CORRID":
+                data = _corrid_bytes(corr, datatype)
+            else:
+                on = {
+                    "CONTROL_SEQUENCE_START": bool(flags & _START),
+                    "CONTROL_SEQUENCE_END": bool(flags & _END),
+                    "CONTROL_SEQUENCE_READY": ready,
+                }.get(kind, False)
+                data = _scalar_bytes(values[1] if on else values[0], datatype)
+            self._host.add_input(payload, name, datatype, shape, data)
 
     def _on_free(self, executor: Executor) -> None:
         for seq in self._busy.pop(executor, []):

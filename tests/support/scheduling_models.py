@@ -8,7 +8,8 @@ process. Config ``parameters { key: "delay_ms" }`` sleeps in each execute.
 ``seq_sum``: running sum per sequence. Explicit state (kept in the model,
 keyed by the CORRID control input) unless the config has a ``state`` entry
 (implicit: STATE_IN -> STATE_OUT). Reports the START/END/READY control values
-it saw (CTL), the CORRID (CORR_OUT) and its PID.
+it saw (CTL), the CORRID (CORR_OUT), its PID and its index in the batch (SLOT); null requests (READY false)
+get an empty response.
 """
 
 from __future__ import annotations
@@ -81,10 +82,13 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses = []
-        for request in requests:
+        for slot, request in enumerate(requests):
             x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
             start, end, ready = (_scalar(request, n) for n in ("START", "END", "READY"))
             corr = pb_utils.get_input_tensor_by_name(request, "CORRID").as_numpy()
+            if not ready:  # a null request in an idle slot (direct strategy): its response is dropped
+                responses.append(pb_utils.InferenceResponse([]))
+                continue
             key = corr.reshape(-1)[0]
             if self.implicit:
                 state = pb_utils.get_input_tensor_by_name(request, "STATE_IN").as_numpy()
@@ -100,6 +104,7 @@ class TritonPythonModel:
                 pb_utils.Tensor("CTL", ctl),
                 pb_utils.Tensor("CORR_OUT", corr.copy()),
                 pb_utils.Tensor("PID", np.full(x.shape, os.getpid(), np.int32)),
+                pb_utils.Tensor("SLOT", np.full(x.shape, slot, np.int32)),
             ]
             if self.implicit:
                 outputs.append(pb_utils.Tensor("STATE_OUT", total.astype(np.float32)))
@@ -157,7 +162,8 @@ def seq_config(
           {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] }},
           {{ name: "CTL" data_type: TYPE_INT32 dims: [ 3 ] }},
           {{ name: "CORR_OUT" data_type: {corr_out} dims: [ 1 ] }},
-          {{ name: "PID" data_type: TYPE_INT32 dims: [ 1 ] }}
+          {{ name: "PID" data_type: TYPE_INT32 dims: [ 1 ] }},
+          {{ name: "SLOT" data_type: TYPE_INT32 dims: [ 1 ] }}
         ]
         sequence_batching {{
           max_sequence_idle_microseconds: {idle_us}
