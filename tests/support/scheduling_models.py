@@ -115,12 +115,19 @@ class TritonPythonModel:
 
 def batch_config(
     max_batch_size: int = 8,
-    dynamic: str = "",
+    dynamic: str | None = "",
     delay_ms: int = 0,
     count: int = 1,
     ragged: bool = False,
+    groups: str | None = None,
 ) -> str:
-    """config.pbtxt of a ``batch_report`` model (``dynamic``: the dynamic_batching body)."""
+    """config.pbtxt of a ``batch_report`` model.
+
+    :param dynamic: the dynamic_batching body (None: no dynamic batcher).
+    :param groups: the instance_group entries (default: ``count`` KIND_CPU instances).
+    """
+    batching = "" if dynamic is None else f"dynamic_batching {{ {dynamic} }}"
+    groups = groups or f"{{ count: {count} kind: KIND_CPU }}"
     return f"""
         backend: "python"
         max_batch_size: {max_batch_size}
@@ -132,9 +139,9 @@ def batch_config(
           {{ name: "SEQNO" data_type: TYPE_INT32 dims: [ 1 ] }},
           {{ name: "PID" data_type: TYPE_INT32 dims: [ 1 ] }}
         ]
-        dynamic_batching {{ {dynamic} }}
+        {batching}
         parameters {{ key: "delay_ms" value {{ string_value: "{delay_ms}" }} }}
-        instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+        instance_group [ {groups} ]
     """
 
 
