@@ -20,6 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.support.clients import module_server
+from tests.support.repo import add_model, identity_config
 from tests.support.scheduling_models import add_batch_model, batch_config
 from tests.support.server import ServerProcess
 
@@ -70,6 +71,11 @@ def build(repo: Path) -> None:
         repo,
         "no_default_timeout",
         batch_config(max_batch_size=1, delay_ms=800, dynamic="default_queue_policy { allow_timeout_override: true }"),
+    )
+    add_model(
+        repo,
+        "identity_batch",
+        identity_config(dims="[ 4 ]", extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000 }"),
     )
     for name, ordering in (("ordered", "true"), ("unordered", "false")):
         add_batch_model(
@@ -138,6 +144,30 @@ def test_concurrent_requests_form_one_preferred_batch(server: ServerProcess, pro
     assert [r["NREQ"] for r in results] == [4, 4, 4, 4]
     assert [r["BATCH"] for r in results] == [4, 4, 4, 4]
     assert len({r["SEQNO"] for r in results}) == 1
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_batched_identity_returns_each_request_its_own_data(server: ServerProcess, protocol: str) -> None:
+    # four requests become one batch laid out contiguously in shared memory; each gets its own rows back
+    module = httpclient if protocol == "http" else grpcclient
+    url = server.http_url.replace("http://", "") if protocol == "http" else server.grpc_url
+
+    def call(k: int) -> Callable[[], Any]:
+        def run() -> Any:
+            client = module.InferenceServerClient(url)
+            try:
+                data = np.arange(4 * (k + 1), dtype=np.float32).reshape(k + 1, 4) + 100 * k
+                tensor = module.InferInput("INPUT0", list(data.shape), "FP32")
+                tensor.set_data_from_numpy(data)
+                return data, client.infer("identity_batch", [tensor]).as_numpy("OUTPUT0")
+            finally:
+                client.close()
+
+        return run
+
+    # rows 1 + 3 = 4 (preferred): two batches of two requests each
+    for sent, got in _concurrent([call(0), call(2), call(0), call(2)]):
+        np.testing.assert_array_equal(sent, got)
 
 
 def test_queue_delay_sends_what_arrived(server: ServerProcess) -> None:
