@@ -477,6 +477,23 @@ def _backend_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _rate_demands(config: dict[str, Any], limiter: Any) -> dict[str, Any]:
+    """Instance name -> its group's rate-limiter demand (registered with ``limiter``), when the limiter is on."""
+    if limiter is None:
+        return {}
+    from .scheduler.rate_limiter import demand_of_group
+
+    out: dict[str, Any] = {}
+    for group in config.get("instance_group", []):
+        one = {**config, "instance_group": [group]}
+        for name, _kind, device in instance_names(one):
+            demand = demand_of_group(group, device)
+            if demand is not None:
+                limiter.register(demand)
+                out[name] = demand
+    return out
+
+
 def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
     """``(instance name, kind, device id)`` of every instance the groups of a normalized config ask for.
 
@@ -551,6 +568,9 @@ async def load_model(
         ]
         started.extend(others)
         model.instances.extend(others)
+        demands = _rate_demands(final, options.rate_limiter)
+        for inst in model.instances:
+            inst.rate_demand = demands.get(inst.name)
         results = await asyncio.gather(
             first.start_instance(final), *(inst.start(final) for inst in others), return_exceptions=True
         )

@@ -33,6 +33,8 @@ class ServerOptions:
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    :ivar rate_limit: ``--rate-limit``: ``"off"`` or ``"execution_count"``.
+    :ivar rate_limit_resources: ``--rate-limit-resource`` settings, ``(name, count, device or None)``.
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -56,5 +58,7 @@ class ServerOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     max_request_bytes: int = 1 << 31
+    rate_limit: str = "off"
+    rate_limit_resources: list[tuple[str, int, int | None]] = field(default_factory=list)
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

@@ -54,8 +54,6 @@ NOT_YET = {
     "--cache-config": "the response cache",
     "--cache-directory": "the response cache",
     "--response-cache-byte-size": "the response cache",
-    "--rate-limit": "the rate limiter",
-    "--rate-limit-resource": "the rate limiter",
     "--repoagent-directory": "repository agents",
     "--host-policy": "host policies",
     "--pinned-memory-pool-byte-size": "pinned memory pools",
@@ -97,6 +95,15 @@ def _backend_config(text: str) -> tuple[str, str, str]:
     return backend, key, value
 
 
+def _rate_limit_resource(text: str) -> tuple[str, int, int | None]:
+    from .core.scheduler.rate_limiter import parse_resource_flag
+
+    try:
+        return parse_resource_flag(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Show a flag's default, except when it has none worth printing."""
 
@@ -135,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend-config", action="append", type=_backend_config, default=[],
         metavar="<backend>,<setting>=<value>", help="a setting given to a backend (repeatable)",
+    )
+    p.add_argument(
+        "--rate-limit", type=str.lower, choices=["off", "execution_count"], default="off",
+        help="rate limiter mode: 'execution_count' applies the instance groups' rate_limiter sections",
+    )
+    p.add_argument(
+        "--rate-limit-resource", action="append", type=_rate_limit_resource, default=[],
+        metavar="<name>:<count>[:<device>]", help="count of a rate-limiter resource (repeatable)",
     )
     p.add_argument(
         "--disable-auto-complete-config", action="store_true",
@@ -223,6 +238,8 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         metrics=args.allow_metrics,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
+        rate_limit=args.rate_limit,
+        rate_limit_resources=list(args.rate_limit_resource),
     )
     if args.backend_directory:
         options.backend_directory = args.backend_directory

@@ -25,6 +25,7 @@ from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
+from ..scheduler.rate_limiter import RateLimiter
 from ..worker.environment import resolve_environment
 from .repository import ModelSource, read_labels, scan, versions_to_load
 
@@ -107,6 +108,7 @@ class ModelRepositoryManager:
             ping_interval_s=options.ping_interval_s,
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
+            rate_limiter=RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None,
         )
 
     # -- loading -------------------------------------------------------------------

@@ -92,7 +92,7 @@ class Batch:
         output]`` ns after a successful execute (statistics).
     """
 
-    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed")
+    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_finalizers")
 
     def __init__(
         self,
@@ -106,6 +106,11 @@ class Batch:
         self.executor = executor
         self._on_free = on_free
         self._on_executed = on_executed
+        self._finalizers: list[Callable[[], None]] = []
+
+    def add_finalizer(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the execute returns or fails, before the instance is free again."""
+        self._finalizers.append(callback)
 
     def on_response(
         self,
@@ -138,6 +143,9 @@ class Batch:
             for payload in self.payloads:
                 payload.timings = timings
                 payload.handler.on_executed(payload)
+        finalizers, self._finalizers = self._finalizers, []
+        for callback in finalizers:
+            callback()
         self._on_free(self.executor)
 
 

@@ -3,7 +3,7 @@
 ``batch_report``: echoes INPUT0 and reports, per request, the batch it was in:
 BATCH = rows in the whole execute call, NREQ = requests in it, SEQNO = how
 many execute calls this instance ran (1 = first), PID = the instance's
-process. Config ``parameters { key: "delay_ms" }`` sleeps in each execute.
+process, T0/T1 = when its execute began and ended (``time.time()``). Config ``parameters { key: "delay_ms" }`` sleeps in each execute.
 
 ``seq_sum``: running sum per sequence. Explicit state (kept in the model,
 keyed by the CORRID control input) unless the config has a ``state`` entry
@@ -38,6 +38,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         self.calls += 1
+        began = time.time()
         arrays = [pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() for r in requests]
         total = sum(int(a.shape[0]) for a in arrays)
         asked = [json.loads(r.parameters() or "{}").get("sleep_ms", 0) for r in requests]
@@ -55,6 +56,8 @@ class TritonPythonModel:
                         pb_utils.Tensor("NREQ", np.full((rows, 1), len(requests), np.int32)),
                         pb_utils.Tensor("SEQNO", np.full((rows, 1), self.calls, np.int32)),
                         pb_utils.Tensor("PID", np.full((rows, 1), os.getpid(), np.int32)),
+                        pb_utils.Tensor("T0", np.full((rows, 1), began, np.float64)),
+                        pb_utils.Tensor("T1", np.full((rows, 1), time.time(), np.float64)),
                     ]
                 )
             )
@@ -137,7 +140,9 @@ def batch_config(
           {{ name: "BATCH" data_type: TYPE_INT32 dims: [ 1 ] }},
           {{ name: "NREQ" data_type: TYPE_INT32 dims: [ 1 ] }},
           {{ name: "SEQNO" data_type: TYPE_INT32 dims: [ 1 ] }},
-          {{ name: "PID" data_type: TYPE_INT32 dims: [ 1 ] }}
+          {{ name: "PID" data_type: TYPE_INT32 dims: [ 1 ] }},
+          {{ name: "T0" data_type: TYPE_FP64 dims: [ 1 ] }},
+          {{ name: "T1" data_type: TYPE_FP64 dims: [ 1 ] }}
         ]
         {batching}
         parameters {{ key: "delay_ms" value {{ string_value: "{delay_ms}" }} }}

@@ -1,0 +1,142 @@
+"""Triton's rate limiter: model instances execute only while the resources they need are free.
+
+With ``--rate-limit=execution_count`` every instance group's ``rate_limiter {
+resources [ { name count global } ] priority }`` applies: before an instance
+executes a batch it acquires ``count`` of each resource it names, and it gives
+them back when the execute returns. Resources are per device (an instance
+takes them from its device's pool) unless ``global: true``. The server has, of
+each resource, the count ``--rate-limit-resource=<name>:<count>[:<device>]``
+gives (names case-insensitive; a device-less setting applies to every device,
+and a global resource ignores the device), and at least what the most
+demanding instance needs (so every instance can run; without a setting that
+maximum is the count, as in Triton). Instances that wait are started in order of their
+group's ``priority`` (lower first; 0 counts as 1), first come first served
+within a priority; a waiting instance whose resources are free is not held
+back by one ahead of it whose resources are not. With ``--rate-limit=off``
+(the default) the section is ignored. Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import Code, TritonError
+
+__all__ = ["RateLimiter", "Demand", "parse_resource_flag", "demand_of_group"]
+
+#: the device key of global resources
+GLOBAL = -1
+
+
+@dataclass(slots=True, frozen=True)
+class Demand:
+    """What one instance needs to execute: ``{(resource, device or GLOBAL): count}`` and its priority."""
+
+    resources: tuple[tuple[tuple[str, int], int], ...]
+    priority: int = 1
+
+
+def demand_of_group(group: dict[str, Any], device: int) -> Demand | None:
+    """The :class:`Demand` of an instance of ``group`` (JSON form) on ``device``; None when it names none."""
+    limiter = group.get("rate_limiter") or {}
+    needs: Counter[tuple[str, int]] = Counter()
+    for res in limiter.get("resources", []):
+        key = (str(res["name"]), GLOBAL if res.get("global") else device)
+        needs[key] += int(res.get("count", 0))
+    if not needs and not limiter:
+        return None
+    return Demand(tuple(sorted(needs.items())), max(1, int(limiter.get("priority", 0))))
+
+
+def parse_resource_flag(text: str) -> tuple[str, int, int | None]:
+    """``<name>:<count>[:<device>]`` -> ``(name, count, device or None for every device)``.
+
+    :raises ValueError: for another form.
+    """
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0]:
+        raise ValueError(f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}")
+    try:
+        count = int(parts[1])
+        device = int(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+        raise ValueError(f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}") from None
+    if count < 0:
+        raise ValueError(f"--rate-limit-resource count must be >= 0. Got {text}")
+    return parts[0], count, device
+
+
+class RateLimiter:
+    """The server's resource pool and the instances waiting for it.
+
+    :param resources: ``--rate-limit-resource`` settings, ``(name, count, device or None)``.
+    """
+
+    def __init__(self, resources: list[tuple[str, int, int | None]] | None = None) -> None:
+        self._given = list(resources or [])
+        self._total: Counter[tuple[str, int]] = Counter()
+        self._used: Counter[tuple[str, int]] = Counter()
+        self._waiting: list[tuple[int, int, Demand, Callable[[], None]]] = []
+        self._order = 0
+
+    def _given_count(self, key: tuple[str, int]) -> int:
+        name, device = key
+        best = 0
+        for given_name, count, given_device in self._given:
+            # names are case-insensitive; a global resource ignores the device (tritonserver --help)
+            if given_name.lower() == name.lower() and (given_device is None or device == GLOBAL or given_device == device):
+                best = max(best, count)
+        return best
+
+    def register(self, demand: Demand) -> None:
+        """An instance with ``demand`` exists: make sure the pool can ever satisfy it."""
+        for key, count in demand.resources:
+            self._total[key] = max(self._total[key], self._given_count(key), count)
+
+    def available(self, key: tuple[str, int]) -> int:
+        """Free count of a resource."""
+        return self._total[key] - self._used[key]
+
+    def _fits(self, demand: Demand) -> bool:
+        return all(self.available(key) >= count for key, count in demand.resources)
+
+    def submit(self, demand: Demand, start: Callable[[], None]) -> None:
+        """Run ``start`` once ``demand``'s resources are acquired (now, or when released by others).
+
+        :raises TritonError: INTERNAL when the demand can never be met (not registered).
+        """
+        for key, count in demand.resources:
+            if count > self._total[key]:
+                raise TritonError(Code.INTERNAL, f"rate limiter: resource '{key[0]}' has {self._total[key]}, "
+                                  f"an instance needs {count}")
+        if not self._waiting and self._fits(demand):
+            self._acquire(demand)
+            start()
+            return
+        self._order += 1
+        self._waiting.append((demand.priority, self._order, demand, start))
+        self._waiting.sort(key=lambda w: (w[0], w[1]))
+        self._drain()
+
+    def release(self, demand: Demand) -> None:
+        """An execution that held ``demand`` finished: give its resources back, start waiters."""
+        for key, count in demand.resources:
+            self._used[key] -= count
+        self._drain()
+
+    def _acquire(self, demand: Demand) -> None:
+        for key, count in demand.resources:
+            self._used[key] += count
+
+    def _drain(self) -> None:
+        index = 0
+        while index < len(self._waiting):
+            _prio, _order, demand, start = self._waiting[index]
+            if self._fits(demand):
+                del self._waiting[index]
+                self._acquire(demand)
+                start()
+            else:
+                index += 1
