@@ -6,10 +6,13 @@ executes a batch it acquires ``count`` of each resource it names, and it gives
 them back when the execute returns. Resources are per device (an instance
 takes them from its device's pool) unless ``global: true``. The server has, of
 each resource, the count ``--rate-limit-resource=<name>:<count>[:<device>]``
-gives (names case-insensitive; a device-less setting applies to every device,
-and a global resource ignores the device), and at least what the most
-demanding instance needs (so every instance can run; without a setting that
-maximum is the count, as in Triton). Instances that wait are started in order of their
+gives (a device-less setting applies to every device; a global resource
+ignores the device). Without any such flag a resource has what the most
+demanding instance needs. As in Triton 2.51 (measured): names are
+case-sensitive, and once one flag is given an unlisted resource has 0, so an
+instance needing more than its resource has fails to load with INVALID_ARG
+``Resource count for "R" is limited to 0 which will prevent scheduling of one
+or more model instances, the minimum required count is 1``. Instances that wait are started in order of their
 group's ``priority`` (lower first; 0 counts as 1), first come first served
 within a priority; a waiting instance whose resources are free is not held
 back by one ahead of it whose resources are not. With ``--rate-limit=off``
@@ -85,15 +88,27 @@ class RateLimiter:
         name, device = key
         best = 0
         for given_name, count, given_device in self._given:
-            # names are case-insensitive; a global resource ignores the device (tritonserver --help)
-            if given_name.lower() == name.lower() and (given_device is None or device == GLOBAL or given_device == device):
+            if given_name == name and (given_device is None or device == GLOBAL or given_device == device):
                 best = max(best, count)
         return best
 
     def register(self, demand: Demand) -> None:
-        """An instance with ``demand`` exists: make sure the pool can ever satisfy it."""
+        """An instance with ``demand`` exists: size the pool for it.
+
+        :raises TritonError: INVALID_ARG when ``--rate-limit-resource`` flags leave it too little.
+        """
         for key, count in demand.resources:
-            self._total[key] = max(self._total[key], self._given_count(key), count)
+            if self._given:
+                total = self._given_count(key)
+                if total < count:
+                    raise TritonError(
+                        Code.INVALID_ARG,
+                        f'Resource count for "{key[0]}" is limited to {total} which will prevent scheduling of one '
+                        f"or more model instances, the minimum required count is {count}",
+                    )
+                self._total[key] = total
+            else:
+                self._total[key] = max(self._total[key], count)
 
     def available(self, key: tuple[str, int]) -> int:
         """Free count of a resource."""

@@ -39,7 +39,8 @@ def build(repo: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    args = ["--rate-limit=execution_count", "--rate-limit-resource=s:2"]
+    args = ["--rate-limit=execution_count", "--rate-limit-resource=R:1", "--rate-limit-resource=S:2",
+            "--rate-limit-resource=G:1"]
     yield from module_server(tmp_path_factory.mktemp("rate_limiter"), build, args)
 
 
@@ -70,6 +71,26 @@ def test_instances_needing_the_only_unit_take_turns(server: ServerProcess, pair:
 def test_instances_run_together_when_the_server_has_enough(server: ServerProcess) -> None:
     a, b = _concurrent([_interval(server, "s_a"), _interval(server, "s_b")], stagger_s=0.05)
     assert _overlap(a, b), (a, b)
+
+
+def test_too_few_resources_fail_the_load(tmp_path: Path) -> None:
+    add_batch_model(tmp_path, "needs_two", batch_config(dynamic=None, groups=_group("R", count=2)))
+    add_batch_model(tmp_path, "unlisted", batch_config(dynamic=None, groups=_group("Q")))
+    proc = ServerProcess(
+        [tmp_path], ["--rate-limit=execution_count", "--rate-limit-resource=R:1", "--exit-on-error=false"],
+        log_path=tmp_path / "server.log",
+    ).start()  # live once every model has been loaded or has failed to
+    proc.stop()
+    log = proc.log()
+    # Triton 2.51's messages: too few given, and an unlisted resource once any is listed
+    assert (
+        'Resource count for "R" is limited to 1 which will prevent scheduling of one or more model instances, '
+        "the minimum required count is 2" in log
+    )
+    assert (
+        'Resource count for "Q" is limited to 0 which will prevent scheduling of one or more model instances, '
+        "the minimum required count is 1" in log
+    )
 
 
 def test_bad_resource_flag_is_refused(tmp_path: Path) -> None:
