@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks import common  # noqa: E402
-from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
-from benchmarks.triton import TritonServer  # noqa: E402
-from tests.support.server import ServerProcess, free_port  # noqa: E402
+from benchmarks import common
+from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section
+from benchmarks.triton import TritonServer
+from tests.support.server import ServerProcess, free_port
 
 EFFICIENTNET = "efficientnet_lite0_onnx"
 PYBATCH = """
@@ -76,7 +76,9 @@ def build_python(repo: Path) -> None:
         ("pybatch_single", ""),
     ):
         (repo / name / "1").mkdir(parents=True)
-        (repo / name / "config.pbtxt").write_text(textwrap.dedent(PYBATCH_CONFIG.format(batching=batching)))
+        (repo / name / "config.pbtxt").write_text(
+            textwrap.dedent(PYBATCH_CONFIG.format(batching=batching))
+        )
         (repo / name / "1" / "model.py").write_text(textwrap.dedent(PYBATCH))
 
 
@@ -84,14 +86,31 @@ def build_efficientnet(repo: Path, work: Path) -> None:
     """Two copies of EfficientNet-Lite0: with and without the dynamic batcher."""
     source = work / "fetched"
     subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", EFFICIENTNET, "--output", str(source),
-         "--images", str(work / "images")],
-        check=True, capture_output=True, timeout=900,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            EFFICIENTNET,
+            "--output",
+            str(source),
+            "--images",
+            str(work / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
-    for suffix, batching in (("dyn", "dynamic_batching { max_queue_delay_microseconds: 2000 }"), ("single", "")):
+    for suffix, batching in (
+        ("dyn", "dynamic_batching { max_queue_delay_microseconds: 2000 }"),
+        ("single", ""),
+    ):
         target = repo / f"{EFFICIENTNET}_{suffix}"
         shutil.copytree(source / EFFICIENTNET, target)
-        config = (target / "config.pbtxt").read_text().replace(f'name: "{EFFICIENTNET}"', f'name: "{target.name}"')
+        config = (
+            (target / "config.pbtxt")
+            .read_text()
+            .replace(f'name: "{EFFICIENTNET}"', f'name: "{target.name}"')
+        )
         (target / "config.pbtxt").write_text(config + batching + "\n")
 
 
@@ -109,22 +128,26 @@ def render(rows: list[Row], note: str) -> str:
     lines = [
         "## Dynamic batching",
         "",
-        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/batching.py` (perf_analyzer, gRPC; "
-        "tritium, then Triton 2.51 on the same model files).",
+        (
+            f"Measured {datetime.date.today().isoformat()} by `python benchmarks/batching.py` (perf_analyzer, gRPC; "
+            "tritium, then Triton 2.51 on the same model files)."
+        ),
     ]
     if note:
         lines += ["", f"**{note}**"]
     lines += [
         "",
-        "| model | concurrency | tritium infer/s | tritium p50 (µs) | tritium server CPU (µs/inf) | Triton infer/s "
-        "| Triton p50 (µs) | Triton server CPU (µs/inf) |",
+        (
+            "| model | concurrency | tritium infer/s | tritium p50 (µs) | tritium server CPU (µs/inf) | Triton infer/s "
+            "| Triton p50 (µs) | Triton server CPU (µs/inf) |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for model, concurrency in PY_RUNS + ONNX_RUNS:
         t, r = by.get(("tritium", model)), by.get(("triton", model))
         if t is None and r is None:
             continue
-        cell = lambda row, what: f"{getattr(row, what):,.0f}" if row else "—"  # noqa: E731
+        cell = lambda row, what: f"{getattr(row, what):,.0f}" if row else "—"
         lines.append(
             f"| {model} | {concurrency} | {cell(t, 'throughput')} | {cell(t, 'p50_us')} | {cell(t, 'server_cpu_us')} | "
             f"{cell(r, 'throughput')} | {cell(r, 'p50_us')} | {cell(r, 'server_cpu_us')} |"
@@ -133,7 +156,9 @@ def render(rows: list[Row], note: str) -> str:
     t, r = by.get(("tritium", "pybatch_dyn")), by.get(("triton", "pybatch_dyn"))
     if t and r:
         ratio = t.throughput / r.throughput
-        lines.append(f"| pybatch_dyn, concurrency 16: tritium ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |")
+        lines.append(
+            f"| pybatch_dyn, concurrency 16: tritium ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |"
+        )
     gains = {}
     for server in ("tritium", "triton"):
         dyn, single = by.get((server, "pybatch_dyn")), by.get((server, "pybatch_single"))
@@ -145,7 +170,10 @@ def render(rows: list[Row], note: str) -> str:
             f"| gain from batching (dyn / single): tritium ≥ Triton | tritium **{gains['tritium']:.2f}×**, "
             f"Triton {gains['triton']:.2f}× | {'yes' if met else 'no'} |"
         )
-    dyn, single = by.get(("tritium", f"{EFFICIENTNET}_dyn")), by.get(("tritium", f"{EFFICIENTNET}_single"))
+    dyn, single = (
+        by.get(("tritium", f"{EFFICIENTNET}_dyn")),
+        by.get(("tritium", f"{EFFICIENTNET}_single")),
+    )
     if dyn and single:
         lines.append(
             f"| EfficientNet-Lite0, concurrency 8: with / without dynamic batching (tritium) | "
@@ -153,25 +181,33 @@ def render(rows: list[Row], note: str) -> str:
         )
     lines += [
         "",
-        "Reading: `pybatch` does almost nothing per row, so what a request costs is the server's own work "
-        "(the server-CPU column: tritium's Python core spends several times Triton's C++ core per inference). "
-        "Batching saves worker executions and frames, not that per-request core cost, so on this model "
-        "tritium gains little from it, and a queue delay the requests would not otherwise wait adds to their "
-        "latency. EfficientNet-Lite0 here runs as two single-threaded CPU instances that already keep both cores "
-        "busy; a batch runs its images in one thread one after another, so batching cannot add compute on this "
-        "machine (on a GPU, where a batch runs in parallel, it does).",
+        (
+            "Reading: `pybatch` does almost nothing per row, so what a request costs is the server's own work "
+            "(the server-CPU column: tritium's Python core spends several times Triton's C++ core per inference). "
+            "Batching saves worker executions and frames, not that per-request core cost, so on this model "
+            "tritium gains little from it, and a queue delay the requests would not otherwise wait adds to their "
+            "latency. EfficientNet-Lite0 here runs as two single-threaded CPU instances that already keep both cores "
+            "busy; a batch runs its images in one thread one after another, so batching cannot add compute on this "
+            "machine (on a GPU, where a batch runs in parallel, it does)."
+        ),
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
+    parser.add_argument(
+        "--install", action="store_true", help="install perf_analyzer's libraries first"
+    )
     parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
     parser.add_argument("--skip-triton", action="store_true")
     parser.add_argument("--skip-efficientnet", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="1-second windows (a smoke run, not a measurement)")
-    parser.add_argument("--note", default="", help="a remark printed above the results (e.g. machine under load)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1-second windows (a smoke run, not a measurement)"
+    )
+    parser.add_argument(
+        "--note", default="", help="a remark printed above the results (e.g. machine under load)"
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
     if args.install:
@@ -189,7 +225,9 @@ def main() -> None:
             build_efficientnet(onnx_repo, work)
         repos = [repo] + ([onnx_repo] if not args.skip_efficientnet else [])
         # no auto-complete: the onnxruntime backend would add dynamic_batching {} to the "single" copy
-        server = ServerProcess(repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log").start()
+        server = ServerProcess(
+            repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log"
+        ).start()
         try:
             assert server.proc is not None
             runs = PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS)
@@ -197,7 +235,9 @@ def main() -> None:
         finally:
             server.stop()
         if not args.skip_triton:
-            triton = TritonServer(args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log")
+            triton = TritonServer(
+                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
+            )
             triton.start()
             try:
                 assert triton.proc is not None

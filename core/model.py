@@ -120,7 +120,7 @@ class Model:
             return bool(inst.available)
 
         if config.get("sequence_batching") is not None:
-            return SequenceBatcher(self.name, config, executed, available, self)
+            return SequenceBatcher(self.name, label, config, executed, available, self)
         if config.get("dynamic_batching") is not None and int(config.get("max_batch_size", 0)) > 0:
             return DynamicBatcher(label, config, executed, available, self.gather)
         return DefaultScheduler(label, executed, available)

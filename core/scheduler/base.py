@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import Code, TritonError
 
-__all__ = ["Payload", "Batch", "Executor", "Scheduler", "ResponseHandler"]
+__all__ = ["Payload", "Batch", "Executor", "Scheduler", "ResponseHandler", "admit", "no_instance_error"]
 
 
 class ResponseHandler(Protocol):
@@ -71,6 +71,25 @@ class Payload:
         if not self.final:
             self.done = True
             self.handler.on_response(self, [], error, None, True, None)
+
+
+def no_instance_error(label: str) -> TritonError:
+    """UNAVAILABLE: the model (``label``: ``'m' version 1``) has no instance that can run a request."""
+    return TritonError(Code.UNAVAILABLE, f"model {label} has no available instance")
+
+
+def admit(payload: "Payload", stopped: TritonError | None, has_instances: bool, label: str) -> bool:
+    """A scheduler's first check of a new payload: fail it when stopped or without instances.
+
+    :returns: True when the scheduler may take it.
+    """
+    if stopped is not None:
+        payload.fail(stopped)
+        return False
+    if not has_instances:
+        payload.fail(no_instance_error(label))
+        return False
+    return True
 
 
 class Executor(Protocol):

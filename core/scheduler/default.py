@@ -16,8 +16,8 @@ import time
 from collections import deque
 from typing import Callable, Sequence
 
-from ..errors import Code, TritonError
-from .base import Batch, Executor, Payload
+from ..errors import TritonError
+from .base import Batch, Executor, Payload, admit, no_instance_error
 
 __all__ = ["DefaultScheduler", "PIPELINE_DEPTH"]
 
@@ -51,11 +51,7 @@ class DefaultScheduler:
 
     def enqueue(self, payload: Payload) -> None:
         """Run ``payload`` on a free instance now, or queue it."""
-        if self._stopped is not None:
-            payload.fail(self._stopped)
-            return
-        if not self._executors:
-            payload.fail(TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance"))
+        if not admit(payload, self._stopped, bool(self._executors), self._label):
             return
         if self._free:
             self._dispatch(self._pick(), payload)
@@ -80,7 +76,7 @@ class DefaultScheduler:
         while executor in self._free:
             self._free.remove(executor)
         if not self._executors:
-            error = TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance")
+            error = no_instance_error(self._label)
             while self._queue:
                 self._queue.popleft().fail(error)
 

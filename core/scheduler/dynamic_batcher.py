@@ -28,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..validation import request_prefix
-from .base import Batch, Executor, Payload
+from .base import Batch, Executor, Payload, admit, no_instance_error
 from .priority_queue import PriorityQueue, policy_from_config
 
 __all__ = ["DynamicBatcher", "shape_key"]
@@ -41,7 +42,9 @@ __all__ = ["DynamicBatcher", "shape_key"]
 def shape_key(wire: dict[str, Any], ragged: frozenset[str]) -> tuple[Any, ...]:
     """What must match for two requests to share a batch: each input's shape past the batch dim."""
     return tuple(
-        (item[0], tuple(item[2][1:])) for item in sorted(wire["inputs"], key=lambda i: i[0]) if item[0] not in ragged
+        (item[0], tuple(item[2][1:]))
+        for item in sorted(wire["inputs"], key=lambda i: i[0])
+        if item[0] not in ragged
     )
 
 
@@ -70,17 +73,28 @@ class DynamicBatcher:
         self._gather = gather
         db = config.get("dynamic_batching") or {}
         self.max_batch_size = max(1, int(config.get("max_batch_size", 0)))
-        preferred = sorted({int(p) for p in db.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch_size})
+        preferred = sorted(
+            {
+                int(p)
+                for p in db.get("preferred_batch_size", [])
+                if 0 < int(p) <= self.max_batch_size
+            }
+        )
         self.preferred = set(preferred)
         self.max_preferred = preferred[-1] if preferred else self.max_batch_size
         self.delay_ns = int(db.get("max_queue_delay_microseconds", 0)) * 1000
         self.preserve_ordering = bool(db.get("preserve_ordering", False))
-        self.ragged = frozenset(str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch"))
+        self.ragged = frozenset(
+            str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch")
+        )
         self.queue = PriorityQueue(
             int(db.get("priority_levels", 0)),
             int(db.get("default_priority_level", 0)),
             policy_from_config(db.get("default_queue_policy")),
-            {int(k): policy_from_config(v) for k, v in (db.get("priority_queue_policy") or {}).items()},
+            {
+                int(k): policy_from_config(v)
+                for k, v in (db.get("priority_queue_policy") or {}).items()
+            },
         )
         self._free: deque[Executor] = deque()
         self._executors: set[Executor] = set()
@@ -93,17 +107,15 @@ class DynamicBatcher:
     # -- Scheduler -----------------------------------------------------------
     def enqueue(self, payload: Payload) -> None:
         """Queue ``payload`` (fails it at once when its priority level is full)."""
-        if self._stopped is not None:
-            payload.fail(self._stopped)
-            return
-        if not self._executors:
-            payload.fail(TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance"))
+        if not admit(payload, self._stopped, bool(self._executors), self._label):
             return
         params = payload.wire
         try:
             self.queue.push(payload, int(params.get("priority", 0)), int(params.get("timeout", 0)))
         except TritonError as exc:  # Triton names the request in this one
-            payload.fail(TritonError(exc.code, request_prefix(str(params.get("id", ""))) + exc.message))
+            payload.fail(
+                TritonError(exc.code, request_prefix(str(params.get("id", ""))) + exc.message)
+            )
             return
         if self._order is not None:
             self._order.admit(payload)
@@ -126,7 +138,7 @@ class DynamicBatcher:
         while executor in self._free:
             self._free.remove(executor)
         if not self._executors:
-            self._fail_queued(TritonError(Code.UNAVAILABLE, f"model {self._label} has no available instance"))
+            self._fail_queued(no_instance_error(self._label))
 
     def stop(self, error: TritonError) -> None:
         """Fail queued requests with ``error`` and refuse new ones."""

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import Code, TritonError
 from .base import Payload
 
-__all__ = ["QueuePolicy", "PriorityQueue", "policy_from_config"]
+__all__ = ["PriorityQueue", "QueuePolicy", "policy_from_config"]
 
 REJECT, DELAY = "REJECT", "DELAY"
 
@@ -63,7 +64,7 @@ def policy_from_config(policy: dict[str, Any] | None) -> QueuePolicy:
 
 
 class _Entry:
-    __slots__ = ("payload", "deadline_ns")
+    __slots__ = ("deadline_ns", "payload")
 
     def __init__(self, payload: Payload, deadline_ns: int) -> None:
         self.payload = payload
@@ -90,7 +91,9 @@ class PriorityQueue:
         self.default_level = default_level if 1 <= default_level <= self.levels else 1
         default_policy = default_policy or QueuePolicy()
         level_policies = level_policies or {}
-        self._policies = [level_policies.get(lv, default_policy) for lv in range(1, self.levels + 1)]
+        self._policies = [
+            level_policies.get(lv, default_policy) for lv in range(1, self.levels + 1)
+        ]
         self._queues: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
         self._delayed: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
         self._size = 0

@@ -22,12 +22,13 @@ back by one ahead of it whose resources are not. With ``--rate-limit=off``
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import Code, TritonError
 
-__all__ = ["RateLimiter", "Demand", "parse_resource_flag", "demand_of_group"]
+__all__ = ["Demand", "RateLimiter", "demand_of_group", "parse_resource_flag"]
 
 #: the device key of global resources
 GLOBAL = -1
@@ -60,12 +61,16 @@ def parse_resource_flag(text: str) -> tuple[str, int, int | None]:
     """
     parts = text.split(":")
     if len(parts) not in (2, 3) or not parts[0]:
-        raise ValueError(f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}")
+        raise ValueError(
+            f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}"
+        )
     try:
         count = int(parts[1])
         device = int(parts[2]) if len(parts) == 3 else None
     except ValueError:
-        raise ValueError(f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}") from None
+        raise ValueError(
+            f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}"
+        ) from None
     if count < 0:
         raise ValueError(f"--rate-limit-resource count must be >= 0. Got {text}")
     return parts[0], count, device
@@ -88,7 +93,9 @@ class RateLimiter:
         name, device = key
         best = 0
         for given_name, count, given_device in self._given:
-            if given_name == name and (given_device is None or device == GLOBAL or given_device == device):
+            if given_name == name and (
+                given_device is None or device == GLOBAL or given_device == device
+            ):
                 best = max(best, count)
         return best
 
@@ -124,8 +131,11 @@ class RateLimiter:
         """
         for key, count in demand.resources:
             if count > self._total[key]:
-                raise TritonError(Code.INTERNAL, f"rate limiter: resource '{key[0]}' has {self._total[key]}, "
-                                  f"an instance needs {count}")
+                raise TritonError(
+                    Code.INTERNAL,
+                    f"rate limiter: resource '{key[0]}' has {self._total[key]}, "
+                    f"an instance needs {count}",
+                )
         if not self._waiting and self._fits(demand):
             self._acquire(demand)
             start()

@@ -40,7 +40,8 @@ import asyncio
 import os
 import time
 from collections import deque
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,13 +49,17 @@ from ..errors import Code, TritonError
 from ..model_repository.paths import safe_join
 from ..tensor import serialize_bytes
 from ..types import by_config_name
-from .base import Batch, Executor, Payload
+from .base import Batch, Executor, Payload, admit
 
 __all__ = ["SequenceBatcher", "SequenceHost"]
 
 _START, _END = 1, 2
 _FALSE_TRUE = ("int32_false_true", "fp32_false_true", "bool_false_true")
-_FALSE_TRUE_TYPE = {"int32_false_true": "INT32", "fp32_false_true": "FP32", "bool_false_true": "BOOL"}
+_FALSE_TRUE_TYPE = {
+    "int32_false_true": "INT32",
+    "fp32_false_true": "FP32",
+    "bool_false_true": "BOOL",
+}
 
 
 class SequenceHost(Protocol):
@@ -62,15 +67,19 @@ class SequenceHost(Protocol):
 
     path: str
 
-    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None: ...
+    def add_input(
+        self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes
+    ) -> None: ...
 
-    def set_state_sink(self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]) -> None: ...
+    def set_state_sink(
+        self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]
+    ) -> None: ...
 
     def null_payload(self, template: Payload) -> Payload: ...
 
 
 class _Sequence:
-    __slots__ = ("corr", "executor", "queue", "last_ns", "ended", "inflight", "state", "bound_at")
+    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "state")
 
     def __init__(self, corr: int | str) -> None:
         self.corr = corr
@@ -79,14 +88,18 @@ class _Sequence:
         self.last_ns = time.perf_counter_ns()
         self.ended = False  # its END request arrived
         self.inflight = False  # one of its requests is executing
-        self.state: dict[str, tuple[str, list[int], bytes]] = {}  # state input name -> (datatype, shape, bytes)
+        self.state: dict[
+            str, tuple[str, list[int], bytes]
+        ] = {}  # state input name -> (datatype, shape, bytes)
         self.bound_at = 0
 
 
 class _State:
-    __slots__ = ("input_name", "output_name", "datatype", "shape", "initial")
+    __slots__ = ("datatype", "initial", "input_name", "output_name", "shape")
 
-    def __init__(self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes) -> None:
+    def __init__(
+        self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes
+    ) -> None:
         self.input_name = input_name
         self.output_name = output_name
         self.datatype = datatype
@@ -97,7 +110,8 @@ class _State:
 class SequenceBatcher:
     """The sequence batcher of one model version (see the module docstring).
 
-    :param model_name: the model name (Triton's errors name it).
+    :param model_name: the model name (Triton's sequence errors name it).
+    :param model_label: how other errors name the model (``'m' version 1``).
     :param config: the normalized model config (JSON form).
     :param on_executed: statistics callback, ``(batch_size, [input, infer, output] ns)``.
     :param available: tells whether an instance may take work now.
@@ -108,12 +122,14 @@ class SequenceBatcher:
     def __init__(
         self,
         model_name: str,
+        model_label: str,
         config: dict[str, Any],
         on_executed: Callable[[int, Sequence[int]], None],
         available: Callable[[Executor], bool],
         host: SequenceHost,
     ) -> None:
         self._name = model_name
+        self._label = model_label
         self._on_executed = on_executed
         self._available = available
         self._host = host
@@ -126,9 +142,15 @@ class SequenceBatcher:
         self.capacity = int(oldest.get("max_candidate_sequences", 0)) or self.max_batch
         if self.strategy == "direct":
             self.capacity = self.max_batch
-        preferred = [int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch]
+        preferred = [
+            int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch
+        ]
         self.max_preferred = max(preferred) if preferred else self.max_batch
-        self.delay_ns = int(oldest.get("max_queue_delay_microseconds", 0)) * 1000 if self.strategy == "oldest" else 0
+        self.delay_ns = (
+            int(oldest.get("max_queue_delay_microseconds", 0)) * 1000
+            if self.strategy == "oldest"
+            else 0
+        )
         self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
         self._controls = self._parse_controls(seq.get("control_input", []))
         self._states = [self._parse_state(st) for st in seq.get("state", [])]
@@ -151,13 +173,22 @@ class SequenceBatcher:
                 if kind == "CONTROL_SEQUENCE_CORRID":
                     dt = by_config_name(str(control.get("data_type", "TYPE_UINT64")))
                     if dt is None:
-                        raise TritonError(Code.INVALID_ARG, f"model '{self._name}': bad CORRID data type")
+                        raise TritonError(
+                            Code.INVALID_ARG, f"model '{self._name}': bad CORRID data type"
+                        )
                     out.append((str(item["name"]), kind, dt.name, None))
                     continue
                 for field in _FALSE_TRUE:
                     values = control.get(field)
                     if values:
-                        out.append((str(item["name"]), kind, _FALSE_TRUE_TYPE[field], (values[0], values[1])))
+                        out.append(
+                            (
+                                str(item["name"]),
+                                kind,
+                                _FALSE_TRUE_TYPE[field],
+                                (values[0], values[1]),
+                            )
+                        )
                         break
                 else:
                     raise TritonError(
@@ -170,18 +201,29 @@ class SequenceBatcher:
     def _parse_state(self, st: dict[str, Any]) -> _State:
         dt = by_config_name(str(st.get("data_type", "")))
         if dt is None:
-            raise TritonError(Code.INVALID_ARG, f"model '{self._name}': state '{st.get('input_name')}' has no data type")
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"model '{self._name}': state '{st.get('input_name')}' has no data type",
+            )
         init = st.get("initial_state") or []
-        init = init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
+        init = (
+            init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
+        )
         dims = [int(d) for d in (init.get("dims") or st.get("dims") or [])]
         shape = ([1] if self._batching else []) + [d if d > 0 else 1 for d in dims]
         count = int(np.prod(shape)) if shape else 1
         if init.get("data_file"):
-            path = safe_join(os.path.join(self._host.path, "initial_state"), str(init["data_file"]), what="data_file")
+            path = safe_join(
+                os.path.join(self._host.path, "initial_state"),
+                str(init["data_file"]),
+                what="data_file",
+            )
             try:
                 data = path.read_bytes()
             except OSError as exc:
-                raise TritonError(Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}") from exc
+                raise TritonError(
+                    Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}"
+                ) from exc
         elif dt.is_bytes:
             data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
         else:
@@ -191,11 +233,7 @@ class SequenceBatcher:
     # -- Scheduler -----------------------------------------------------------------
     def enqueue(self, payload: Payload) -> None:
         """Route ``payload`` to its sequence (fails it with Triton's error when it has none)."""
-        if self._stopped is not None:
-            payload.fail(self._stopped)
-            return
-        if not self._bound:
-            payload.fail(TritonError(Code.UNAVAILABLE, f"model '{self._name}' has no available instance"))
+        if not admit(payload, self._stopped, bool(self._bound), self._label):
             return
         corr = payload.wire.get("corr", 0)
         flags = int(payload.wire.get("flags", 0))
@@ -244,7 +282,9 @@ class SequenceBatcher:
         """An instance is gone: its sequences (queued requests included) fail and end."""
         sequences = self._bound.pop(executor, [])
         self._busy.pop(executor, None)
-        error = TritonError(Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone")
+        error = TritonError(
+            Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone"
+        )
         for seq in sequences:
             if seq is None:
                 continue
@@ -335,7 +375,9 @@ class SequenceBatcher:
         self._busy[executor] = chosen
         executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
 
-    def _slot_aligned(self, slots: list[_Sequence | None], chosen: list[_Sequence], payloads: list[Payload]) -> list[Payload]:
+    def _slot_aligned(
+        self, slots: list[_Sequence | None], chosen: list[_Sequence], payloads: list[Payload]
+    ) -> list[Payload]:
         """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
 
         A null request (READY false, CORRID 0, inputs of zeros, initial state)
@@ -365,7 +407,11 @@ class SequenceBatcher:
         if flags & _START:
             seq.state.clear()
         for st in self._states:
-            datatype, st_shape, data = seq.state.get(st.input_name) or (st.datatype, st.shape, st.initial)
+            datatype, st_shape, data = seq.state.get(st.input_name) or (
+                st.datatype,
+                st.shape,
+                st.initial,
+            )
             self._host.add_input(payload, st.input_name, datatype, st_shape, data)
         outputs = {st.output_name: st.input_name for st in self._states}
 
@@ -429,6 +475,8 @@ def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
     """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
     if datatype == "BYTES":
         return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
-    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(datatype, np.uint64)
+    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(
+        datatype, np.uint64
+    )
     value = corr if isinstance(corr, int) else 0
     return np.array([value], dtype=dt).tobytes()

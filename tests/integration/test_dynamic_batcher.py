@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,21 +32,41 @@ TIMED_OUT = "Request timeout expired"
 def build(repo: Path) -> None:
     """The suite's model repository (also used to run the suite against real Triton)."""
     # a preferred size of 4 is sent at once; anything else waits the (long) queue delay
-    add_batch_model(repo, "preferred4", batch_config(dynamic="preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000"))
+    add_batch_model(
+        repo,
+        "preferred4",
+        batch_config(dynamic="preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000"),
+    )
     add_batch_model(repo, "delay", batch_config(dynamic="max_queue_delay_microseconds: 1500000"))
-    add_batch_model(repo, "preferred2_4", batch_config(dynamic="preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1500000"))
-    add_batch_model(repo, "max4", batch_config(max_batch_size=4, dynamic="max_queue_delay_microseconds: 1500000"))
+    add_batch_model(
+        repo,
+        "preferred2_4",
+        batch_config(
+            dynamic="preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1500000"
+        ),
+    )
+    add_batch_model(
+        repo,
+        "max4",
+        batch_config(max_batch_size=4, dynamic="max_queue_delay_microseconds: 1500000"),
+    )
     add_batch_model(repo, "shapes", batch_config(dynamic="max_queue_delay_microseconds: 1000000"))
-    add_batch_model(repo, "ragged", batch_config(dynamic="max_queue_delay_microseconds: 1000000", ragged=True))
+    add_batch_model(
+        repo, "ragged", batch_config(dynamic="max_queue_delay_microseconds: 1000000", ragged=True)
+    )
     add_batch_model(
         repo,
         "priority",
-        batch_config(max_batch_size=1, delay_ms=1500, dynamic="priority_levels: 2 default_priority_level: 2"),
+        batch_config(
+            max_batch_size=1, delay_ms=1500, dynamic="priority_levels: 2 default_priority_level: 2"
+        ),
     )
     add_batch_model(
         repo,
         "queue_full",
-        batch_config(max_batch_size=1, delay_ms=1000, dynamic="default_queue_policy { max_queue_size: 1 }"),
+        batch_config(
+            max_batch_size=1, delay_ms=1000, dynamic="default_queue_policy { max_queue_size: 1 }"
+        ),
     )
     add_batch_model(
         repo,
@@ -70,16 +91,25 @@ def build(repo: Path) -> None:
     add_batch_model(
         repo,
         "no_default_timeout",
-        batch_config(max_batch_size=1, delay_ms=800, dynamic="default_queue_policy { allow_timeout_override: true }"),
+        batch_config(
+            max_batch_size=1,
+            delay_ms=800,
+            dynamic="default_queue_policy { allow_timeout_override: true }",
+        ),
     )
     add_model(
         repo,
         "identity_batch",
-        identity_config(dims="[ 4 ]", extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000 }"),
+        identity_config(
+            dims="[ 4 ]",
+            extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000 }",
+        ),
     )
     for name, ordering in (("ordered", "true"), ("unordered", "false")):
         add_batch_model(
-            repo, name, batch_config(max_batch_size=1, count=2, dynamic=f"preserve_ordering: {ordering}")
+            repo,
+            name,
+            batch_config(max_batch_size=1, count=2, dynamic=f"preserve_ordering: {ordering}"),
         )
 
 
@@ -147,7 +177,9 @@ def test_concurrent_requests_form_one_preferred_batch(server: ServerProcess, pro
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_batched_identity_returns_each_request_its_own_data(server: ServerProcess, protocol: str) -> None:
+def test_batched_identity_returns_each_request_its_own_data(
+    server: ServerProcess, protocol: str
+) -> None:
     # four requests become one batch laid out contiguously in shared memory; each gets its own rows back
     module = httpclient if protocol == "http" else grpcclient
     url = server.http_url.replace("http://", "") if protocol == "http" else server.grpc_url
@@ -186,7 +218,9 @@ def test_batch_never_exceeds_max_batch_size(server: ServerProcess) -> None:
     results = _concurrent([_http(server, "max4") for _ in range(6)])
     assert sorted(r["NREQ"] for r in results) == [2, 2, 4, 4, 4, 4]
     # a request of 3 rows and two of 1 row: 3 + 1 fills the batch, the last one goes alone
-    rows = _concurrent([_http(server, "max4", shape={"rows": r}) for r in (3, 1, 1)], stagger_s=0.15)
+    rows = _concurrent(
+        [_http(server, "max4", shape={"rows": r}) for r in (3, 1, 1)], stagger_s=0.15
+    )
     assert [r["BATCH"] for r in rows] == [4, 4, 1]
 
 
@@ -230,13 +264,19 @@ def test_queue_timeout_rejects(server: ServerProcess) -> None:
     assert [(e.status(), e.message()) for e in errors] == [("503", TIMED_OUT)]
     # the request's own timeout only shortens the default (as Triton): 10 s still times out after 200 ms
     for override in (50_000, 10_000_000):
-        results = _concurrent([_http(server, "reject"), _http(server, "reject", timeout=override)], stagger_s=0.1)
-        assert isinstance(results[1], InferenceServerException) and results[1].message() == TIMED_OUT
+        results = _concurrent(
+            [_http(server, "reject"), _http(server, "reject", timeout=override)], stagger_s=0.1
+        )
+        assert (
+            isinstance(results[1], InferenceServerException) and results[1].message() == TIMED_OUT
+        )
 
 
 def test_request_timeout_needs_a_default_timeout(server: ServerProcess) -> None:
     # as Triton 2.51: with no default timeout, the request's timeout parameter is not applied
-    results = _concurrent([_http(server, "no_default_timeout"), _http(server, "no_default_timeout", timeout=50_000)])
+    results = _concurrent(
+        [_http(server, "no_default_timeout"), _http(server, "no_default_timeout", timeout=50_000)]
+    )
     assert all(isinstance(r, dict) for r in results)
 
 
@@ -244,7 +284,11 @@ def test_queue_timeout_delays(server: ServerProcess) -> None:
     # DELAY: a request whose own timeout (50 ms) expires in the queue goes behind the one that
     # arrived after it (whose 10 s default timeout does not expire); both succeed
     first, timed_out, later = _concurrent(
-        [_http(server, "delayed"), _http(server, "delayed", timeout=50_000), _http(server, "delayed")],
+        [
+            _http(server, "delayed"),
+            _http(server, "delayed", timeout=50_000),
+            _http(server, "delayed"),
+        ],
         stagger_s=0.3,
     )
     assert timed_out["SEQNO"] > later["SEQNO"] > first["SEQNO"]
@@ -254,6 +298,25 @@ def test_preserve_ordering_holds_back_later_responses(server: ServerProcess) -> 
     # two instances; the first request is slow (its instance sleeps 2 s), the second fast
     assert _ordering_case(server, "ordered") == ["slow", "fast"]
     assert _ordering_case(server, "unordered") == ["fast", "slow"]
+
+
+def _timed_call(
+    url: str, model: str, tag: str, seconds: float, order: list[str], began: dict[str, float]
+) -> Callable[[], None]:
+    """A request that sleeps ``seconds`` in the model; records when it came back and when it began."""
+
+    def run() -> None:
+        client = httpclient.InferenceServerClient(url)
+        try:
+            result = client.infer(
+                model, _inputs(httpclient), parameters={"sleep_ms": int(seconds * 1000)}
+            )
+        finally:
+            client.close()
+        order.append(tag)  # list.append and dict assignment are atomic
+        began[tag] = float(result.as_numpy("T0")[0, 0])
+
+    return run
 
 
 def _ordering_case(server: ServerProcess, model: str) -> list[str]:
@@ -266,22 +329,9 @@ def _ordering_case(server: ServerProcess, model: str) -> list[str]:
     for _attempt in range(3):
         order: list[str] = []
         began: dict[str, float] = {}
-        lock = threading.Lock()
-
-        def call(tag: str, seconds: float) -> Callable[[], None]:
-            def run() -> None:
-                client = httpclient.InferenceServerClient(url)
-                try:
-                    result = client.infer(model, _inputs(httpclient), parameters={"sleep_ms": int(seconds * 1000)})
-                finally:
-                    client.close()
-                with lock:
-                    order.append(tag)
-                    began[tag] = float(result.as_numpy("T0")[0, 0])
-
-            return run
-
-        _concurrent([call("slow", 2.0), call("fast", 0.0)], stagger_s=0.5)
+        slow = _timed_call(url, model, "slow", 2.0, order, began)
+        fast = _timed_call(url, model, "fast", 0.0, order, began)
+        _concurrent([slow, fast], stagger_s=0.5)
         if began["slow"] < began["fast"]:
             return order
     raise AssertionError("the slow request never started first")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import tritonclient.http as httpclient
@@ -14,14 +14,18 @@ from tests.support.clients import module_server
 from tests.support.scheduling_models import add_batch_model, batch_config
 from tests.support.server import ServerProcess
 
-GROUPS = "{ count: 1 kind: KIND_CPU }, { count: 2 kind: KIND_AUTO }, { name: \"whole\" count: 1 kind: KIND_MODEL }"
+GROUPS = '{ count: 1 kind: KIND_CPU }, { count: 2 kind: KIND_AUTO }, { name: "whole" count: 1 kind: KIND_MODEL }'
 
 
 def build(repo: Path) -> None:
     """The suite's model repository."""
     add_batch_model(repo, "pair", batch_config(dynamic=None, delay_ms=500, count=2))
     add_batch_model(repo, "groups", batch_config(dynamic=None, delay_ms=500, groups=GROUPS))
-    add_batch_model(repo, "batched_pair", batch_config(dynamic="max_queue_delay_microseconds: 300000", delay_ms=300, count=2))
+    add_batch_model(
+        repo,
+        "batched_pair",
+        batch_config(dynamic="max_queue_delay_microseconds: 300000", delay_ms=300, count=2),
+    )
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ itself), so the assertions are about overlap, not durations.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -39,8 +39,12 @@ def build(repo: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    args = ["--rate-limit=execution_count", "--rate-limit-resource=R:1", "--rate-limit-resource=S:2",
-            "--rate-limit-resource=G:1"]
+    args = [
+        "--rate-limit=execution_count",
+        "--rate-limit-resource=R:1",
+        "--rate-limit-resource=S:2",
+        "--rate-limit-resource=G:1",
+    ]
     yield from module_server(tmp_path_factory.mktemp("rate_limiter"), build, args)
 
 
@@ -63,7 +67,9 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 @pytest.mark.parametrize("pair", [("r_a", "r_b"), ("g_a", "g_b")])
-def test_instances_needing_the_only_unit_take_turns(server: ServerProcess, pair: tuple[str, str]) -> None:
+def test_instances_needing_the_only_unit_take_turns(
+    server: ServerProcess, pair: tuple[str, str]
+) -> None:
     a, b = _concurrent([_interval(server, pair[0]), _interval(server, pair[1])], stagger_s=0.05)
     assert not _overlap(a, b), (a, b)
 
@@ -77,7 +83,8 @@ def test_too_few_resources_fail_the_load(tmp_path: Path) -> None:
     add_batch_model(tmp_path, "needs_two", batch_config(dynamic=None, groups=_group("R", count=2)))
     add_batch_model(tmp_path, "unlisted", batch_config(dynamic=None, groups=_group("Q")))
     proc = ServerProcess(
-        [tmp_path], ["--rate-limit=execution_count", "--rate-limit-resource=R:1", "--exit-on-error=false"],
+        [tmp_path],
+        ["--rate-limit=execution_count", "--rate-limit-resource=R:1", "--exit-on-error=false"],
         log_path=tmp_path / "server.log",
     ).start()  # live once every model has been loaded or has failed to
     proc.stop()
@@ -100,4 +107,7 @@ def test_bad_resource_flag_is_refused(tmp_path: Path) -> None:
         assert proc.wait_exit(60) != 0
     finally:
         proc.stop()
-    assert "--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got R1" in proc.log()
+    assert (
+        "--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got R1"
+        in proc.log()
+    )

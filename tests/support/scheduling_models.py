@@ -18,9 +18,16 @@ from pathlib import Path
 
 from tests.support.repo import add_model
 
-__all__ = ["BATCH_REPORT", "SEQ_SUM", "batch_config", "seq_config", "add_batch_model", "add_seq_model"]
+__all__ = [
+    "BATCH_REPORT",
+    "SEQ_SUM",
+    "add_batch_model",
+    "add_seq_model",
+    "batch_config",
+    "seq_config",
+]
 
-BATCH_REPORT = '''
+BATCH_REPORT = """
 import json
 import os
 import time
@@ -62,9 +69,9 @@ class TritonPythonModel:
                 )
             )
         return responses
-'''
+"""
 
-SEQ_SUM = '''
+SEQ_SUM = """
 import json
 import os
 
@@ -113,7 +120,7 @@ class TritonPythonModel:
                 outputs.append(pb_utils.Tensor("STATE_OUT", total.astype(np.float32)))
             responses.append(pb_utils.InferenceResponse(outputs))
         return responses
-'''
+"""
 
 
 def batch_config(

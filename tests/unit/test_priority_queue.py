@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from tritium.core.errors import TritonError
 from tritium.core.scheduler.priority_queue import PriorityQueue, QueuePolicy, policy_from_config
 
@@ -61,7 +60,11 @@ def test_request_timeout_needs_a_default_timeout() -> None:
 
 def test_policy_from_config_json() -> None:
     policy = policy_from_config(
-        {"timeout_action": "DELAY", "default_timeout_microseconds": "100", "allow_timeout_override": True,
-         "max_queue_size": 3}
+        {
+            "timeout_action": "DELAY",
+            "default_timeout_microseconds": "100",
+            "allow_timeout_override": True,
+            "max_queue_size": 3,
+        }
     )
     assert policy == QueuePolicy("DELAY", 100, True, 3)
