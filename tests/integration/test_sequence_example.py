@@ -84,3 +84,35 @@ def test_running_mean_matches_numpy(server: ServerProcess) -> None:
     finally:
         client.close()
     np.testing.assert_allclose(means, _expected(example, audio), rtol=0, atol=1e-12)
+
+
+def test_a_stream_over_grpc_streaming(server: ServerProcess) -> None:
+    # the same stream through ModelStreamInfer: one bidirectional stream, responses in order
+    import queue
+
+    example = _client_module()
+    audio = example.signal(0.3, seed=3)
+    chunks = [audio[i : i + example.CHUNK] for i in range(0, audio.size, example.CHUNK)]
+    results: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        client.start_stream(callback=lambda result, error: results.put(error or result))
+        for i, chunk in enumerate(chunks):
+            tensor = grpcclient.InferInput("AUDIO_CHUNK", [1, chunk.size], "FP32")
+            tensor.set_data_from_numpy(chunk.reshape(1, -1))
+            client.async_stream_infer(
+                "streaming_mean",
+                [tensor],
+                sequence_id=991,
+                sequence_start=i == 0,
+                sequence_end=i == len(chunks) - 1,
+            )
+        means = []
+        for _ in chunks:
+            result = results.get(timeout=60)
+            assert not isinstance(result, Exception), result
+            means.append(float(result.as_numpy("MEAN")[0, 0]))
+        client.stop_stream()
+    finally:
+        client.close()
+    np.testing.assert_allclose(means, _expected(example, audio), rtol=0, atol=1e-12)
