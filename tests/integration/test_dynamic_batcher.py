@@ -25,6 +25,21 @@ from tests.support.repo import add_model, identity_config
 from tests.support.scheduling_models import add_batch_model, batch_config
 from tests.support.server import ServerProcess
 
+#: a backend that takes the batch as one array and reports whether that was a view (no copy)
+CONTIGUOUS_PROBE = """
+import numpy as np
+from tritium.core.backend.api import batch_input
+
+
+def TRITONBACKEND_ModelInstanceExecute(instance, requests):
+    whole = batch_input(requests, "INPUT0")
+    view = int(all(np.shares_memory(whole, r.inputs["INPUT0"]) for r in requests))
+    start = 0
+    for r in requests:
+        rows = r.inputs["INPUT0"].shape[0]
+        r.respond({"OUTPUT0": whole[start : start + rows] * 2, "VIEW": np.full((rows, 1), view, np.int32)})
+        start += rows
+"""
 QUEUE_FULL = "[request id: <id_unknown>] Exceeds maximum queue size"
 TIMED_OUT = "Request timeout expired"
 
@@ -104,6 +119,19 @@ def build(repo: Path) -> None:
             dims="[ 4 ]",
             extra="dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000 }",
         ),
+    )
+    add_model(
+        repo,
+        "contiguous",
+        """
+        backend: "contiguous_probe"
+        max_batch_size: 8
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "VIEW" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 30000000 }
+        instance_group [ { count: 1 kind: KIND_CPU } ]
+        """,
+        files={"libtriton_contiguous_probe.py": CONTIGUOUS_PROBE},
     )
     for name, ordering in (("ordered", "true"), ("unordered", "false")):
         add_batch_model(
@@ -200,6 +228,29 @@ def test_batched_identity_returns_each_request_its_own_data(
     # rows 1 + 3 = 4 (preferred): two batches of two requests each
     for sent, got in _concurrent([call(0), call(2), call(0), call(2)]):
         np.testing.assert_array_equal(sent, got)
+
+
+def test_backend_gets_the_batch_as_one_array_without_copy(server: ServerProcess) -> None:
+    url = server.http_url.replace("http://", "")
+
+    def call(k: int) -> Callable[[], Any]:
+        def run() -> Any:
+            client = httpclient.InferenceServerClient(url)
+            try:
+                data = np.arange(3 * (k % 2 + 1), dtype=np.float32).reshape(-1, 3) + 10 * k
+                tensor = httpclient.InferInput("INPUT0", list(data.shape), "FP32")
+                tensor.set_data_from_numpy(data)
+                result = client.infer("contiguous", [tensor])
+                return data, result.as_numpy("OUTPUT0"), result.as_numpy("VIEW")
+            finally:
+                client.close()
+
+        return run
+
+    # rows 1 + 2 + 1 = 4: one batch of three requests, gathered into one block of shared memory
+    for sent, doubled, view in _concurrent([call(0), call(1), call(2)]):
+        np.testing.assert_array_equal(doubled, sent * 2)
+        assert view.ravel().tolist() == [1] * sent.shape[0]
 
 
 def test_queue_delay_sends_what_arrived(server: ServerProcess) -> None:
