@@ -32,6 +32,7 @@ from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload
 from .scheduler.default import DefaultScheduler
 from .scheduler.dynamic_batcher import DynamicBatcher
+from .scheduler.rate_limiter import demand_of_group
 from .scheduler.sequence_batcher import SequenceBatcher
 from .stats import ModelStats
 from .tensor import tensor_from_buffer
@@ -364,9 +365,7 @@ class Model:
             items = [p.wire["inputs"][index] for p in payloads]
             if any(it[0] != items[0][0] for it in items):
                 return  # inputs in different orders: leave the batch as it is
-            if all(
-                b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])
-            ):
+            if all(b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])):
                 continue  # already contiguous
             total = sum(int(it[5]) for it in items)
             block = self.pool.allocate(total)
@@ -481,8 +480,6 @@ def _rate_demands(config: dict[str, Any], limiter: Any) -> dict[str, Any]:
     """Instance name -> its group's rate-limiter demand (registered with ``limiter``), when the limiter is on."""
     if limiter is None:
         return {}
-    from .scheduler.rate_limiter import demand_of_group
-
     out: dict[str, Any] = {}
     for group in config.get("instance_group", []):
         one = {**config, "instance_group": [group]}
