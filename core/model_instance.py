@@ -172,7 +172,7 @@ class ModelInstance:
             batch.add_finalizer(lambda: limiter.release(demand))
             worker.execute(batch)
 
-        limiter.submit(demand, start)
+        limiter.submit(demand, start, self)
 
     # -- health and restarts -------------------------------------------------------
     def _spawn(self, coro: Any) -> None:

@@ -12,11 +12,15 @@ demanding instance needs. As in Triton 2.51 (measured): names are
 case-sensitive, and once one flag is given an unlisted resource has 0, so an
 instance needing more than its resource has fails to load with INVALID_ARG
 ``Resource count for "R" is limited to 0 which will prevent scheduling of one
-or more model instances, the minimum required count is 1``. Instances that wait are started in order of their
-group's ``priority`` (lower first; 0 counts as 1), first come first served
-within a priority; a waiting instance whose resources are free is not held
-back by one ahead of it whose resources are not. With ``--rate-limit=off``
-(the default) the section is ignored. Runs on the core's event loop.
+or more model instances, the minimum required count is 1``.
+
+Waiting instances are ordered as Triton orders them: by their group's
+``priority`` (0 counts as 1) times the executions the instance has started so
+far, lower first, then by arrival; so an instance of priority 2 runs about half
+as often as one of priority 1 when both always wait. A waiting instance whose
+resources are free is not held back by one ahead of it whose resources are
+not. With ``--rate-limit=off`` (the default) the section is ignored. Runs on
+the core's event loop.
 """
 
 from __future__ import annotations
@@ -86,8 +90,9 @@ class RateLimiter:
         self._given = list(resources or [])
         self._total: Counter[tuple[str, int]] = Counter()
         self._used: Counter[tuple[str, int]] = Counter()
-        self._waiting: list[tuple[int, int, Demand, Callable[[], None]]] = []
+        self._waiting: list[tuple[int, Demand, Callable[[], None], object]] = []
         self._order = 0
+        self._runs: Counter[object] = Counter()  # executions started, per instance
 
     def _given_count(self, key: tuple[str, int]) -> int:
         name, device = key
@@ -124,9 +129,10 @@ class RateLimiter:
     def _fits(self, demand: Demand) -> bool:
         return all(self.available(key) >= count for key, count in demand.resources)
 
-    def submit(self, demand: Demand, start: Callable[[], None]) -> None:
+    def submit(self, demand: Demand, start: Callable[[], None], owner: object = None) -> None:
         """Run ``start`` once ``demand``'s resources are acquired (now, or when released by others).
 
+        :param owner: the instance asking (its executions so far weigh its priority).
         :raises TritonError: INTERNAL when the demand can never be met (not registered).
         """
         for key, count in demand.resources:
@@ -137,12 +143,10 @@ class RateLimiter:
                     f"an instance needs {count}",
                 )
         if not self._waiting and self._fits(demand):
-            self._acquire(demand)
-            start()
+            self._start(demand, start, owner)
             return
         self._order += 1
-        self._waiting.append((demand.priority, self._order, demand, start))
-        self._waiting.sort(key=lambda w: (w[0], w[1]))
+        self._waiting.append((self._order, demand, start, owner))
         self._drain()
 
     def release(self, demand: Demand) -> None:
@@ -151,17 +155,21 @@ class RateLimiter:
             self._used[key] -= count
         self._drain()
 
-    def _acquire(self, demand: Demand) -> None:
+    def _start(self, demand: Demand, start: Callable[[], None], owner: object) -> None:
         for key, count in demand.resources:
             self._used[key] += count
+        self._runs[owner] += 1
+        start()
 
     def _drain(self) -> None:
+        """Start the waiters whose resources are free, lowest scaled priority first."""
+        # Triton's order: priority x executions so far (lower first), then arrival
+        self._waiting.sort(key=lambda w: (w[1].priority * self._runs[w[3]], w[0]))
         index = 0
         while index < len(self._waiting):
-            _prio, _order, demand, start = self._waiting[index]
+            _order, demand, start, owner = self._waiting[index]
             if self._fits(demand):
                 del self._waiting[index]
-                self._acquire(demand)
-                start()
+                self._start(demand, start, owner)
             else:
                 index += 1
