@@ -198,8 +198,9 @@ class DynamicBatcher:
         if best:
             return best, 0
         waited = time.perf_counter_ns() - self.queue.oldest_arrival_ns()
-        if self.delay_ns == 0 or waited >= self.delay_ns or count < len(self.queue):
-            # a request that cannot join this batch is waiting too: send what we have
+        if self.delay_ns == 0 or waited >= self.delay_ns:
+            # as Triton: a batch cut short (a request of another shape, or one that does not fit)
+            # still waits for the queue delay of its oldest request
             return count, 0
         return 0, self.delay_ns - waited
 
