@@ -29,7 +29,7 @@ from .memory.pool import TensorPool
 from .model_instance import InstanceOptions, ModelInstance
 from .request import InferenceRequest, InferInput
 from .response import InferenceResponse, OutputTensor
-from .scheduler.base import Payload
+from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
 from .scheduler.dynamic_batcher import DynamicBatcher
 from .scheduler.rate_limiter import demand_of_group
@@ -325,11 +325,11 @@ class Model:
     def _record(self, payload: Payload) -> None:
         pending: _Pending = payload.context
         pending.recorded = True
-        if pending.null:
-            return
+        if pending.null or isinstance(pending.error, QueueFull):
+            return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns
         if pending.error is not None:
-            self.stats.record_failure(request_ns)
+            self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
             return
         timings = payload.timings or (0, 0, 0)
         queue_ns = payload.dispatch_ns - payload.arrival_ns if payload.dispatch_ns else 0

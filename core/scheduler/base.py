@@ -16,7 +16,32 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import Code, TritonError
 
-__all__ = ["Payload", "Batch", "Executor", "Scheduler", "ResponseHandler", "admit", "no_instance_error"]
+__all__ = [
+    "Payload",
+    "Batch",
+    "Executor",
+    "Scheduler",
+    "ResponseHandler",
+    "Rejected",
+    "QueueFull",
+    "admit",
+    "no_instance_error",
+]
+
+
+class Rejected(TritonError):
+    """A request the scheduler dropped from its queue (queue timeout with REJECT).
+
+    Counted as a failure with reason REJECTED (``nv_inference_request_failure``), as in Triton.
+    """
+
+
+class QueueFull(Rejected):
+    """A request refused because its priority level's queue is full.
+
+    Not counted in the statistics at all: Triton 2.51 refuses it before it is
+    tracked (measured: ``fail`` and every failure reason stay 0).
+    """
 
 
 class ResponseHandler(Protocol):

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import Code, TritonError
 from ..validation import request_prefix
-from .base import Batch, Executor, Payload, admit, no_instance_error
+from .base import Batch, Executor, Payload, QueueFull, Rejected, admit, no_instance_error
 from .priority_queue import PriorityQueue, policy_from_config
 
 __all__ = ["DynamicBatcher", "shape_key"]
@@ -112,10 +112,8 @@ class DynamicBatcher:
         params = payload.wire
         try:
             self.queue.push(payload, int(params.get("priority", 0)), int(params.get("timeout", 0)))
-        except TritonError as exc:  # Triton names the request in this one
-            payload.fail(
-                TritonError(exc.code, request_prefix(str(params.get("id", ""))) + exc.message)
-            )
+        except QueueFull as exc:  # Triton names the request in this one
+            payload.fail(QueueFull(exc.code, request_prefix(str(params.get("id", ""))) + exc.message))
             return
         if self._order is not None:
             self._order.admit(payload)
@@ -155,7 +153,7 @@ class DynamicBatcher:
 
     def _reject_expired(self) -> None:
         for payload in self.queue.expire():
-            payload.fail(TritonError(Code.UNAVAILABLE, "Request timeout expired"))
+            payload.fail(Rejected(Code.UNAVAILABLE, "Request timeout expired"))
 
     def _schedule(self) -> None:
         """Form and send batches while an instance is free; else arm the timer for the next event."""

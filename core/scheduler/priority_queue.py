@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Code, TritonError
-from .base import Payload
+from ..errors import Code
+from .base import Payload, QueueFull
 
 __all__ = ["PriorityQueue", "QueuePolicy", "policy_from_config"]
 
@@ -112,13 +112,13 @@ class PriorityQueue:
 
         :param priority: the request's ``priority`` parameter (0: default level).
         :param timeout_us: the request's ``timeout`` parameter (0: none).
-        :raises TritonError: UNAVAILABLE ``Exceeds maximum queue size`` when its level is full.
+        :raises QueueFull: UNAVAILABLE ``Exceeds maximum queue size`` when its level is full.
         """
         index = self.level_of(priority) - 1
         policy = self._policies[index]
         queue = self._queues[index]
         if policy.max_queue_size and len(queue) >= policy.max_queue_size:
-            raise TritonError(Code.UNAVAILABLE, "Exceeds maximum queue size")
+            raise QueueFull(Code.UNAVAILABLE, "Exceeds maximum queue size")
         timeout = policy.default_timeout_us
         if policy.allow_timeout_override and 0 < timeout_us < timeout:
             timeout = timeout_us

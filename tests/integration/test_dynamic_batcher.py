@@ -309,6 +309,32 @@ def test_full_queue_rejects(server: ServerProcess, protocol: str) -> None:
         assert exc.status() == ("503" if protocol == "http" else "StatusCode.UNAVAILABLE")
 
 
+def _stats_and_rejections(server: ServerProcess, model: str) -> tuple[int, int, int]:
+    """(fail count, success count, REJECTED failures in /metrics) of a model."""
+    import urllib.request
+
+    client = httpclient.InferenceServerClient(server.http_url.replace("http://", ""))
+    try:
+        stats = client.get_inference_statistics(model)["model_stats"][0]["inference_stats"]
+    finally:
+        client.close()
+    with urllib.request.urlopen(server.metrics_url, timeout=30) as resp:
+        text = resp.read().decode()
+    line = f'nv_inference_request_failure{{model="{model}",reason="REJECTED",version="1"}} '
+    rejected = next(int(float(row[len(line) :])) for row in text.splitlines() if row.startswith(line))
+    return int(stats["fail"]["count"]), int(stats["success"]["count"]), rejected
+
+
+def test_rejections_in_statistics(server: ServerProcess) -> None:
+    # as Triton 2.51: a queue timeout is a failure with reason REJECTED; a full queue is not counted
+    before = {m: _stats_and_rejections(server, m) for m in ("queue_full", "reject")}
+    _concurrent([_http(server, "reject") for _ in range(2)], stagger_s=0.1)
+    _concurrent([_http(server, "queue_full") for _ in range(4)], stagger_s=0.1)
+    after = {m: _stats_and_rejections(server, m) for m in ("queue_full", "reject")}
+    delta = {m: tuple(a - b for a, b in zip(after[m], before[m])) for m in after}
+    assert delta == {"queue_full": (0, 2, 0), "reject": (1, 1, 1)}
+
+
 def test_queue_timeout_rejects(server: ServerProcess) -> None:
     results = _concurrent([_http(server, "reject") for _ in range(2)], stagger_s=0.1)
     errors = [r for r in results if isinstance(r, InferenceServerException)]
