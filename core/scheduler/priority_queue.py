@@ -160,7 +160,7 @@ class PriorityQueue:
                 yield entry.payload
 
     def _ordered(self) -> Iterator[deque[_Entry]]:
-        for queue, delayed in zip(self._queues, self._delayed):
+        for queue, delayed in zip(self._queues, self._delayed, strict=True):
             yield queue
             yield delayed
 

@@ -331,7 +331,7 @@ def test_rejections_in_statistics(server: ServerProcess) -> None:
     _concurrent([_http(server, "reject") for _ in range(2)], stagger_s=0.1)
     _concurrent([_http(server, "queue_full") for _ in range(4)], stagger_s=0.1)
     after = {m: _stats_and_rejections(server, m) for m in ("queue_full", "reject")}
-    delta = {m: tuple(a - b for a, b in zip(after[m], before[m])) for m in after}
+    delta = {m: tuple(a - b for a, b in zip(after[m], before[m], strict=True)) for m in after}
     assert delta == {"queue_full": (0, 2, 0), "reject": (1, 1, 1)}
 
 
