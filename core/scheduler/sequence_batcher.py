@@ -354,7 +354,7 @@ class SequenceBatcher:
                     self._arm_timer((self.delay_ns - waited) / 1e9)
                     return
         chosen = ready[: self.max_batch]
-        payloads = []
+        prepared: dict[int, Payload] = {}  # id(sequence) -> its request in this batch
         for seq in chosen:
             payload = seq.queue.popleft()
             seq.inflight = True
@@ -364,38 +364,53 @@ class SequenceBatcher:
                 seq.inflight = False
                 payload.fail(exc)
                 continue
-            payloads.append(payload)
-        if not payloads:
+            prepared[id(seq)] = payload
+        if not prepared:
             return
+        payloads = list(prepared.values())
         if self.strategy == "direct" and len(slots) > 1:
-            payloads = self._slot_aligned(slots, chosen, payloads)
+            try:
+                payloads = self._slot_aligned(slots, prepared)
+            except TritonError as exc:  # no room for the null requests
+                for seq in chosen:
+                    seq.inflight = False
+                for payload in prepared.values():
+                    payload.fail(exc)
+                return
         now = time.perf_counter_ns()
         for payload in payloads:
             payload.dispatch_ns = now
         self._busy[executor] = chosen
         executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
 
-    def _slot_aligned(
-        self, slots: list[_Sequence | None], chosen: list[_Sequence], payloads: list[Payload]
-    ) -> list[Payload]:
+    def _slot_aligned(self, slots: list[_Sequence | None], prepared: dict[int, Payload]) -> list[Payload]:
         """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
 
         A null request (READY false, CORRID 0, inputs of zeros, initial state)
         is what Triton sends there; its response is dropped.
+
+        :param prepared: the batch's requests by ``id`` of their sequence.
         """
-        by_seq = {id(seq): p for seq, p in zip(chosen, payloads) if seq.inflight}
-        last = max(i for i, s in enumerate(slots) if s is not None and id(s) in by_seq)
-        out = []
-        for i in range(last + 1):
-            seq = slots[i]
-            if seq is not None and id(seq) in by_seq:
-                out.append(by_seq[id(seq)])
-            else:
-                null = self._host.null_payload(payloads[0])
+        last = max(i for i, s in enumerate(slots) if s is not None and id(s) in prepared)
+        template = next(iter(prepared.values()))
+        out: list[Payload] = []
+        nulls: list[Payload] = []
+        try:
+            for i in range(last + 1):
+                seq = slots[i]
+                if seq is not None and id(seq) in prepared:
+                    out.append(prepared[id(seq)])
+                    continue
+                null = self._host.null_payload(template)
+                nulls.append(null)
                 self._add_controls(null, 0, 0, ready=False)
                 for st in self._states:
                     self._host.add_input(null, st.input_name, st.datatype, st.shape, st.initial)
                 out.append(null)
+        except TritonError as exc:
+            for null in nulls:
+                null.fail(exc)  # gives their shared memory back
+            raise
         return out
 
     def _prepare(self, seq: _Sequence, payload: Payload) -> None:
