@@ -99,6 +99,7 @@ class DynamicBatcher:
         self._free: deque[Executor] = deque()
         self._executors: set[Executor] = set()
         self._running = 0
+        self._batch_sizes: dict[Executor, int] = {}  # requests in the batch each instance executes
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
         self._stopped: TritonError | None = None
@@ -228,13 +229,14 @@ class DynamicBatcher:
                 self._free.appendleft(executor)
                 return
         self._running += len(payloads)
+        self._batch_sizes[executor] = len(payloads)
         if self._order is not None:
             for payload in payloads:
                 self._order.wrap(payload)
         executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
 
-    def _on_free(self, executor: Executor, count: int = 0) -> None:
-        del count
+    def _on_free(self, executor: Executor) -> None:
+        self._running -= self._batch_sizes.pop(executor, 0)
         if executor in self._executors and self._available(executor) and executor not in self._free:
             self._free.append(executor)
         self._schedule()
