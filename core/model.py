@@ -22,15 +22,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
 
 from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
 from .memory.pool import TensorPool
 from .memory.shm_region import SystemRegion
+from .model_batching import BatcherServices, SharedBlock
 from .model_instance import InstanceOptions, ModelInstance
-from .request import InferenceRequest, InferInput
+from .request import InferenceRequest
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
@@ -76,7 +76,7 @@ class _Pending:
     null: bool = False
 
 
-class Model:
+class Model(BatcherServices):
     """One loaded version of a model.
 
     :param name: model name.
@@ -437,91 +437,13 @@ class Model:
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
             for block in blocks:
-                if isinstance(block, _SharedBlock):
+                if isinstance(block, SharedBlock):
                     block.release()
                 else:
                     self.pool.free(block)
             regions, pending.regions = pending.regions, []
             for region in regions:
                 region.release()
-
-    # -- services for the batchers -------------------------------------------------------
-    def gather(self, payloads: list[Payload]) -> None:
-        """Lay each input of a batch out contiguously in the arena (one block per input).
-
-        The EXECUTE frame then names, for every request, a slice of one block,
-        so a backend gets the whole batch as one array without copying
-        (:func:`tritium.core.backend.api.batch_input`). Inputs already adjacent
-        stay where they are. Each request's own block is freed; the gathered
-        block lives until the last request of the batch releases its response.
-
-        :raises TritonError: when the arena cannot hold the gathered block.
-        """
-        if any(p.context.regions for p in payloads):
-            return  # inputs read in place from a client's region stay there (the backend concatenates)
-        first = payloads[0].wire["inputs"]
-        for index in range(len(first)):
-            items = [p.wire["inputs"][index] for p in payloads]
-            if any(it[0] != items[0][0] for it in items):
-                return  # inputs in different orders: leave the batch as it is
-            if all(b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])):
-                continue  # already contiguous
-            total = sum(int(it[5]) for it in items)
-            block = self.pool.allocate(total)
-            shared = _SharedBlock(self.pool, block, len(payloads))
-            target = block.view
-            pos = 0
-            seg_id, base, _n = block.descriptor
-            for payload, item in zip(payloads, items):
-                nbytes = int(item[5])
-                if nbytes:
-                    target[pos : pos + nbytes] = self.pool.segments.resolve(item[3], item[4], nbytes)
-                item[3], item[4] = seg_id, base + pos
-                pos += nbytes
-                pending: _Pending = payload.context
-                old = pending.blocks[index]
-                pending.blocks[index] = shared  # type: ignore[call-overload]
-                if isinstance(old, _SharedBlock):
-                    old.release()
-                else:
-                    self.pool.free(old)
-
-    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None:
-        """Add an input the server supplies (a sequence control input or an implicit state) to a payload."""
-        pending: _Pending = payload.context
-        block = self.pool.allocate(len(data))
-        if data:
-            block.view[:] = data
-        pending.blocks.append(block)
-        payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
-
-    def null_payload(self, template: Payload) -> Payload:
-        """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
-
-        The sequence batcher's direct strategy puts one in each idle slot below a
-        busy one, so a request's index in the batch is its sequence's slot, as in
-        Triton; its response is dropped.
-        """
-        names = set(self.signature.inputs)
-        inputs = []
-        for name, datatype, shape, _seg, _off, nbytes in template.wire["inputs"]:
-            if name in names:
-                count = int(np.prod(shape)) if shape else 1
-                data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
-                inputs.append(InferInput(name, datatype, list(shape), data))
-        payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
-        pending: _Pending = payload.context
-        pending.future = None
-        pending.null = True
-        return payload
-
-    def set_state_sink(self, payload: Payload, sink: Any) -> None:
-        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
-        pending: _Pending = payload.context
-        pending.on_state = sink
-        wanted = payload.wire["outputs"]
-        if wanted:
-            wanted.extend(n for n in self.state_outputs if n not in wanted)
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)
@@ -535,22 +457,6 @@ class Model:
             array, k, self.signature.max_batch_size > 0, self.labels.get(tensor.name, [])
         )
         return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
-
-
-class _SharedBlock:
-    """An arena block shared by the requests of a batch (freed when the last lets go)."""
-
-    __slots__ = ("pool", "block", "refs")
-
-    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
-        self.pool = pool
-        self.block = block
-        self.refs = refs
-
-    def release(self) -> None:
-        self.refs -= 1
-        if self.refs == 0:
-            self.pool.free(self.block)
 
 
 def by_name_config(config_name: str) -> str:

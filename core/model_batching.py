@@ -1,0 +1,128 @@
+"""What a model offers its batchers: gathering a batch's inputs, server-supplied inputs, null requests.
+
+The dynamic batcher asks for a batch's inputs to be laid out contiguously in
+the arena (:meth:`BatcherServices.gather`); the sequence batcher adds control
+inputs and implicit state (:meth:`BatcherServices.add_input`), fills idle
+slots with null requests and collects state outputs. :class:`~.model.Model`
+mixes these in; they run on the core's event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .memory.arena import Block
+from .memory.pool import TensorPool
+from .request import InferenceRequest, InferInput
+from .scheduler.base import Payload
+
+__all__ = ["BatcherServices", "SharedBlock"]
+
+
+class BatcherServices:
+    """Mixin of :class:`~.model.Model`: needs ``pool``, ``signature``, ``name``, ``version``,
+    ``state_outputs`` and ``_prepare`` from it."""
+
+    pool: TensorPool
+    signature: Any
+    name: str
+    version: int
+    state_outputs: set[str]
+
+    def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:  # provided by Model
+        raise NotImplementedError
+
+    def gather(self, payloads: list[Payload]) -> None:
+        """Lay each input of a batch out contiguously in the arena (one block per input).
+
+        The EXECUTE frame then names, for every request, a slice of one block,
+        so a backend gets the whole batch as one array without copying
+        (:func:`tritium.core.backend.api.batch_input`). Inputs already adjacent
+        stay where they are. Each request's own block is freed; the gathered
+        block lives until the last request of the batch releases its response.
+
+        :raises TritonError: when the arena cannot hold the gathered block.
+        """
+        if any(p.context.regions for p in payloads):
+            return  # inputs read in place from a client's region stay there (the backend concatenates)
+        first = payloads[0].wire["inputs"]
+        for index in range(len(first)):
+            items = [p.wire["inputs"][index] for p in payloads]
+            if any(it[0] != items[0][0] for it in items):
+                return  # inputs in different orders: leave the batch as it is
+            if all(b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])):
+                continue  # already contiguous
+            total = sum(int(it[5]) for it in items)
+            block = self.pool.allocate(total)
+            shared = SharedBlock(self.pool, block, len(payloads))
+            target = block.view
+            pos = 0
+            seg_id, base, _n = block.descriptor
+            for payload, item in zip(payloads, items):
+                nbytes = int(item[5])
+                if nbytes:
+                    target[pos : pos + nbytes] = self.pool.segments.resolve(item[3], item[4], nbytes)
+                item[3], item[4] = seg_id, base + pos
+                pos += nbytes
+                pending = payload.context
+                old = pending.blocks[index]
+                pending.blocks[index] = shared  # type: ignore[call-overload]
+                if isinstance(old, SharedBlock):
+                    old.release()
+                else:
+                    self.pool.free(old)
+
+    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None:
+        """Add an input the server supplies (a sequence control input or an implicit state) to a payload."""
+        pending = payload.context
+        block = self.pool.allocate(len(data))
+        if data:
+            block.view[:] = data
+        pending.blocks.append(block)
+        payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
+
+    def null_payload(self, template: Payload) -> Payload:
+        """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
+
+        The sequence batcher's direct strategy puts one in each idle slot below a
+        busy one, so a request's index in the batch is its sequence's slot, as in
+        Triton; its response is dropped.
+        """
+        names = set(self.signature.inputs)
+        inputs = []
+        for name, datatype, shape, _seg, _off, nbytes in template.wire["inputs"]:
+            if name in names:
+                count = int(np.prod(shape)) if shape else 1
+                data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
+                inputs.append(InferInput(name, datatype, list(shape), data))
+        payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
+        pending = payload.context
+        pending.future = None
+        pending.null = True
+        return payload
+
+    def set_state_sink(self, payload: Payload, sink: Any) -> None:
+        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
+        pending = payload.context
+        pending.on_state = sink
+        wanted = payload.wire["outputs"]
+        if wanted:
+            wanted.extend(n for n in self.state_outputs if n not in wanted)
+
+
+class SharedBlock:
+    """An arena block shared by the requests of a batch (freed when the last lets go)."""
+
+    __slots__ = ("block", "pool", "refs")
+
+    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
+        self.pool = pool
+        self.block = block
+        self.refs = refs
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs == 0:
+            self.pool.free(self.block)
