@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common
-from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section
-from benchmarks.triton import TritonServer
+from benchmarks.common import ROOT, Row, run_perf, write_section
+from benchmarks.triton import TritonServer, add_arguments, prepare
 from tests.support.server import ServerProcess, free_port
 
 EFFICIENTNET = "efficientnet_lite0_onnx"
@@ -196,10 +196,7 @@ def render(rows: list[Row], note: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--install", action="store_true", help="install perf_analyzer's libraries first"
-    )
-    parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
+    add_arguments(parser)
     parser.add_argument("--skip-triton", action="store_true")
     parser.add_argument("--skip-efficientnet", action="store_true")
     parser.add_argument(
@@ -208,10 +205,8 @@ def main() -> None:
     parser.add_argument(
         "--note", default="", help="a remark printed above the results (e.g. machine under load)"
     )
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
-    if args.install:
-        install_perf_analyzer_libraries()
+    prepare(args)
     if args.quick:
         common.PERF_ARGS[1] = "1000"
     tag = time.strftime("%Y%m%d-%H%M%S")

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
-from benchmarks.triton import TritonServer, install_triton  # noqa: E402
+from benchmarks.common import ROOT, Row, run_perf, write_section  # noqa: E402
+from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 from tritium.core.backend.native.build import INCLUDE_DIR  # noqa: E402
 
@@ -148,17 +148,11 @@ def render(rows: list[Row], note: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
-    parser.add_argument("--install-triton", action="store_true", help="set up --triton-venv first")
-    parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
+    add_arguments(parser)
     parser.add_argument("--skip-triton", action="store_true", help="measure tritium only")
     parser.add_argument("--note", default="", help="a sentence for the section (e.g. the machine's load)")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args()
-    if args.install:
-        install_perf_analyzer_libraries()
-    if args.install_triton:
-        install_triton(args.triton_venv)
+    prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="tritium-nativebench-") as tmp:

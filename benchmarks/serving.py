@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
+from benchmarks.common import ROOT, Row, run_perf, write_section  # noqa: E402
+from benchmarks.triton import add_arguments, prepare  # noqa: E402
 from tests.support.repo import add_model, identity_config  # noqa: E402
 from tests.support.server import ServerProcess  # noqa: E402
 
@@ -202,11 +203,9 @@ def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+    add_arguments(parser, triton=False)
     args = parser.parse_args()
-    if args.install:
-        install_perf_analyzer_libraries()
+    prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
     with tempfile.TemporaryDirectory(prefix="tritium-bench-") as tmp:
         work = Path(tmp)

@@ -30,9 +30,9 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
+from benchmarks.common import Row, run_perf, write_section  # noqa: E402
 from benchmarks.python_backend import IDENTITY as PY_IDENTITY  # noqa: E402  (the same model.py)
-from benchmarks.triton import TritonServer, install_triton  # noqa: E402
+from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.procs import children_of, shm_entries  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 
@@ -211,20 +211,14 @@ def soak(count: int, output: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
-    parser.add_argument("--install-triton", action="store_true", help="set up --triton-venv first")
-    parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+    add_arguments(parser)
     parser.add_argument("--soak", type=int, nargs="?", const=100_000, default=0, help="run the soak instead")
     parser.add_argument("--no-triton", action="store_true", help="measure tritium only")
     args = parser.parse_args()
     if args.soak:
         soak(args.soak, args.output)
         return
-    if args.install:
-        install_perf_analyzer_libraries()
-    if args.install_triton:
-        install_triton(args.triton_venv)
+    prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="tritium-shmbench-") as tmp:

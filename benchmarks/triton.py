@@ -10,6 +10,7 @@ own virtual environment.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -35,6 +36,27 @@ def install_triton(venv: Path) -> None:
     backend = _site_packages(venv) / "pytriton" / "tritonserver" / "backends" / "python"
     stub = _site_packages(venv) / "pytriton" / "tritonserver" / "python_backend_stubs" / "3.11" / "triton_python_backend_stub"
     shutil.copy(stub, backend / "triton_python_backend_stub")
+
+
+def add_arguments(parser: "argparse.ArgumentParser", triton: bool = True) -> None:
+    """The options every benchmark script shares: --install, --output and (with ``triton``) the Triton venv."""
+    from .common import ROOT
+
+    parser.add_argument("--install", action="store_true", help="install perf_analyzer's libraries first")
+    if triton:
+        parser.add_argument("--install-triton", action="store_true", help="set up --triton-venv first")
+        parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+
+
+def prepare(args: "argparse.Namespace") -> None:
+    """Install what :func:`add_arguments`' --install / --install-triton ask for."""
+    from .common import install_perf_analyzer_libraries
+
+    if args.install:
+        install_perf_analyzer_libraries()
+    if getattr(args, "install_triton", False):
+        install_triton(args.triton_venv)
 
 
 class TritonServer:
