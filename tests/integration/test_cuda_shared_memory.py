@@ -12,10 +12,8 @@ machine.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import ctypes
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,40 +23,12 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
-from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime
+from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime, fake_cudashm_module
 from tests.support.repo import add_model, identity_config
-from tests.support.server import free_port
-from tritium.core import InferenceServer, ServerOptions
+from tests.support.inprocess import InProcessServer
 
 SHAPE = [1, 16]
 NBYTES = 64
-
-
-class InProcessServer:
-    """A tritium server with HTTP and gRPC on loopback, its event loop in a thread."""
-
-    def __init__(self, repo: Path, runtime: FakeCudaRuntime) -> None:
-        self.http_port, self.grpc_port = free_port(), free_port()
-        options = ServerOptions(
-            model_repositories=[str(repo)],
-            http_address="127.0.0.1",
-            http_port=self.http_port,
-            grpc_address="127.0.0.1",
-            grpc_port=self.grpc_port,
-            metrics=False,
-        )
-        self.server = InferenceServer(options, cuda_runtime=runtime)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(120)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(60)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +182,31 @@ def test_status_and_unregister(server: InProcessServer, fake: FakeCudaRuntime) -
     finally:
         http.close()
         grpc.close()
+
+
+def test_the_gpu_check_script_against_a_fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/gpu_check.py's client side, run against a server with a fake CUDA runtime.
+
+    Its tritonclient calls (regions, registration, status shapes, error
+    texts) are the ones it makes on a GPU; only ``cuda_shared_memory`` is
+    replaced, by a stand-in over the same fake "device memory".
+    """
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).parents[2] / "scripts" / "gpu_check.py")
+    assert spec is not None and spec.loader is not None
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    runtime = FakeCudaRuntime()
+    monkeypatch.setitem(sys.modules, "tritonclient.utils.cuda_shared_memory", fake_cudashm_module(runtime))
+    gpu_check.build_repository(tmp_path / "models", "KIND_CPU", 0)
+    s = InProcessServer(tmp_path / "models", runtime)
+    s.start()
+    try:
+        for protocol in ("http", "grpc"):
+            gpu_check.run_protocol(protocol, s, 0)
+    finally:
+        s.stop()
+    failed = [(name, detail) for name, ok, detail in gpu_check.RESULTS if not ok]
+    assert not failed and len(gpu_check.RESULTS) == 12

@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FakeCudaRuntime", "FakeCudaError", "Copy"]
+__all__ = ["FakeCudaRuntime", "FakeCudaError", "Copy", "fake_cudashm_module"]
 
 
 class FakeCudaError(enum.IntEnum):
@@ -134,3 +134,50 @@ class FakeCudaRuntime:
 
     def cudaGetErrorString(self, error: FakeCudaError) -> tuple[FakeCudaError, bytes]:  # noqa: N802
         return (FakeCudaError.cudaSuccess, _TEXT.get(FakeCudaError(error), b"unrecognized error code"))
+
+
+def fake_cudashm_module(runtime: FakeCudaRuntime) -> types.ModuleType:
+    """A stand-in for ``tritonclient.utils.cuda_shared_memory`` over ``runtime``'s "device memory".
+
+    The same functions and arguments as tritonclient 2.51's (create, get_raw_handle
+    (base64), set_shared_memory_region (arrays one after another from offset 0),
+    get_contents_as_numpy (from offset 0), destroy), so that client code written
+    for a GPU can run against a server that has ``runtime`` injected.
+    """
+    import base64
+
+    import numpy as np
+
+    module = types.ModuleType("tritonclient.utils.cuda_shared_memory")
+
+    class Region:
+        def __init__(self, name: str, byte_size: int, device_id: int) -> None:
+            self.name, self.byte_size, self.device_id = name, byte_size, device_id
+            self.handle, self.buffer = runtime.allocate(byte_size)
+
+    def create_shared_memory_region(name: str, byte_size: int, device_id: int) -> Region:
+        return Region(name, byte_size, device_id)
+
+    def get_raw_handle(region: Region) -> bytes:
+        return base64.b64encode(region.handle)
+
+    def set_shared_memory_region(region: Region, values: list[Any]) -> None:
+        offset = 0
+        for value in values:
+            data = np.ascontiguousarray(value).tobytes()
+            if offset + len(data) > region.byte_size:
+                raise ValueError("values do not fit the region")
+            ctypes.memmove(ctypes.addressof(region.buffer) + offset, data, len(data))
+            offset += len(data)
+
+    def get_contents_as_numpy(region: Region, datatype: Any, shape: list[int]) -> Any:
+        count = int(np.prod(shape))
+        return np.frombuffer(bytes(region.buffer), dtype=datatype, count=count).reshape(shape).copy()
+
+    def destroy_shared_memory_region(region: Region) -> None:
+        pass
+
+    for function in (create_shared_memory_region, get_raw_handle, set_shared_memory_region,
+                     get_contents_as_numpy, destroy_shared_memory_region):
+        setattr(module, function.__name__, function)
+    return module
