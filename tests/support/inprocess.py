@@ -42,3 +42,4 @@ class InProcessServer:
         asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(60)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()  # its self-pipe sockets
