@@ -47,7 +47,7 @@ import time
 import traceback
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -109,8 +109,8 @@ def probe_gpu_execution_provider(model_path: Path, device: int) -> tuple[bool, s
     if hasattr(ort, "preload_dlls"):  # onnxruntime-gpu >= 1.21: CUDA/cuDNN from the nvidia-* wheels, if any
         try:
             ort.preload_dlls()
-        except Exception:  # noqa: BLE001 - only a hint
-            pass
+        except Exception as exc:  # noqa: BLE001 - only a hint
+            print(f"NOTE  onnxruntime.preload_dlls(): {exc}", flush=True)
     session = ort.InferenceSession(
         str(model_path), providers=[("CUDAExecutionProvider", {"device_id": device}), "CPUExecutionProvider"]
     )
@@ -147,8 +147,8 @@ class Server:
             "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
         ]
         env = dict(os.environ, LD_LIBRARY_PATH=nvidia_library_path())
-        log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -257,8 +257,8 @@ def run_protocol(protocol: str, server: Server, device: int) -> None:
     finally:
         try:
             client.unregister_cuda_shared_memory()
-        except Exception:  # noqa: BLE001 - cleanup
-            pass
+        except Exception as exc:  # noqa: BLE001 - cleanup
+            print(f"NOTE  unregister at cleanup: {exc}", flush=True)
         for handle in handles.values():
             cudashm.destroy_shared_memory_region(handle)
         client.close()

@@ -103,7 +103,7 @@ class CudaRef:
     region: CudaRegion
     offset: int
     byte_size: int
-    manager: "CudaSharedMemoryManager"
+    manager: CudaSharedMemoryManager
 
     def copy_to_host(self, tensor: str, dst: memoryview) -> None:
         """Copy the window's first ``len(dst)`` bytes into the host buffer ``dst`` (device→host).
@@ -156,7 +156,7 @@ class CudaSharedMemoryManager:
         runtime = self._get_runtime()
         try:
             err, *results = getattr(runtime, function)(*args)
-        except Exception as exc:  # a broken binding or a bad argument: an error, never a crash
+        except Exception as exc:  # noqa: BLE001 - a broken binding or a bad argument: an error, never a crash
             raise TritonError(Code.INTERNAL, f"{what}: {function} failed: {type(exc).__name__}: {exc}") from None
         if int(err) != 0:
             raise TritonError(Code.INTERNAL, f"{what}: {_error_text(runtime, err)}")
@@ -296,6 +296,6 @@ def _error_text(runtime: Any, err: Any) -> str:
         code, text = runtime.cudaGetErrorString(err)
         if int(code) == 0 and text:
             return text.decode() if isinstance(text, bytes) else str(text)
-    except Exception:  # noqa: BLE001 - only a nicer message is lost
+    except Exception:  # noqa: BLE001, S110 - only a nicer message is lost
         pass
     return str(err)

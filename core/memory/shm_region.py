@@ -43,9 +43,9 @@ log = logging.getLogger("tritium.shared_memory")
 __all__ = [
     "REGION_OWNER",
     "RegisteredRegion",
-    "SystemRegion",
-    "ShmRef",
     "SharedMemoryManager",
+    "ShmRef",
+    "SystemRegion",
     "check_window",
     "is_region_id",
     "output_region_too_small",
@@ -207,12 +207,12 @@ class SharedMemoryManager:
     :param pool: the core's tensor pool; it sends region descriptors to workers.
     """
 
-    def __init__(self, pool: "TensorPool") -> None:
+    def __init__(self, pool: TensorPool) -> None:
         self._pool = pool
         self._regions: dict[str, SystemRegion] = {}
         self._next = 1
         #: the CUDA regions: :meth:`resolve` finds a name there when it is not a system region
-        self.cuda: "CudaSharedMemoryManager | None" = None
+        self.cuda: CudaSharedMemoryManager | None = None
 
     # -- the extension's calls ---------------------------------------------------
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
@@ -281,7 +281,7 @@ class SharedMemoryManager:
             log.info("unregistered system shared memory region '%s'; %s", n, self.usage_text())
 
     # -- the request path -------------------------------------------------------------
-    def resolve(self, name: str, offset: int, byte_size: int | None) -> "ShmRef | CudaRef":
+    def resolve(self, name: str, offset: int, byte_size: int | None) -> ShmRef | CudaRef:
         """The place of a tensor given as ``(region, offset, byte_size)`` (Triton's ``GetMemoryInfo``).
 
         A name that is not a system region is looked up among the CUDA regions

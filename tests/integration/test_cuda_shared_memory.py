@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import base64
 import ctypes
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,8 +25,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime, fake_cudashm_module
-from tests.support.repo import add_model, identity_config
 from tests.support.inprocess import InProcessServer
+from tests.support.repo import add_model, identity_config
 
 SHAPE = [1, 16]
 NBYTES = 64

@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FakeCudaRuntime", "FakeCudaError", "Copy", "fake_cudashm_module"]
+__all__ = ["Copy", "FakeCudaError", "FakeCudaRuntime", "fake_cudashm_module"]
 
 
 class FakeCudaError(enum.IntEnum):
@@ -47,7 +47,7 @@ class _Handle:
     def __init__(self) -> None:
         self._bytes = (ctypes.c_char * 64)()
 
-    def getPtr(self) -> int:  # noqa: N802 - cuda-python's name
+    def getPtr(self) -> int:
         return ctypes.addressof(self._bytes)
 
 
@@ -81,10 +81,10 @@ class FakeCudaRuntime:
     _memory: dict[bytes, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    cudaIpcMemHandle_t = _Handle  # noqa: N815 - cuda-python's names
-    cudaIpcMemLazyEnablePeerAccess = 1  # noqa: N815
-    cudaMemcpyKind = types.SimpleNamespace(cudaMemcpyHostToDevice=1, cudaMemcpyDeviceToHost=2)  # noqa: N815
-    cudaError_t = FakeCudaError  # noqa: N815
+    cudaIpcMemHandle_t = _Handle
+    cudaIpcMemLazyEnablePeerAccess = 1
+    cudaMemcpyKind = types.SimpleNamespace(cudaMemcpyHostToDevice=1, cudaMemcpyDeviceToHost=2)
+    cudaError_t = FakeCudaError
 
     # -- test helpers ---------------------------------------------------------------
     def allocate(self, nbytes: int) -> tuple[bytes, Any]:
@@ -103,7 +103,7 @@ class FakeCudaRuntime:
     def _error(self, name: str) -> FakeCudaError:
         return self.fail.get(name, FakeCudaError.cudaSuccess)
 
-    def cudaSetDevice(self, device: int) -> tuple[FakeCudaError]:  # noqa: N802
+    def cudaSetDevice(self, device: int) -> tuple[FakeCudaError]:
         if self._error("cudaSetDevice"):
             return (self._error("cudaSetDevice"),)
         if not 0 <= device < self.device_count:
@@ -111,7 +111,7 @@ class FakeCudaRuntime:
         self._device = device
         return (FakeCudaError.cudaSuccess,)
 
-    def cudaIpcOpenMemHandle(self, handle: _Handle, flags: int) -> tuple[FakeCudaError, int | None]:  # noqa: N802
+    def cudaIpcOpenMemHandle(self, handle: _Handle, flags: int) -> tuple[FakeCudaError, int | None]:
         if self._error("cudaIpcOpenMemHandle"):
             return (self._error("cudaIpcOpenMemHandle"), None)
         buffer = self._memory.get(ctypes.string_at(handle.getPtr(), 64))
@@ -120,11 +120,11 @@ class FakeCudaRuntime:
         self.opened.append(ctypes.addressof(buffer))
         return (FakeCudaError.cudaSuccess, ctypes.addressof(buffer))
 
-    def cudaIpcCloseMemHandle(self, pointer: int) -> tuple[FakeCudaError]:  # noqa: N802
+    def cudaIpcCloseMemHandle(self, pointer: int) -> tuple[FakeCudaError]:
         self.closed.append(pointer)
         return (self._error("cudaIpcCloseMemHandle"),)
 
-    def cudaMemcpy(self, dst: int, src: int, count: int, kind: int) -> tuple[FakeCudaError]:  # noqa: N802
+    def cudaMemcpy(self, dst: int, src: int, count: int, kind: int) -> tuple[FakeCudaError]:
         if self._error("cudaMemcpy"):
             return (self._error("cudaMemcpy"),)
         with self._lock:
@@ -132,7 +132,7 @@ class FakeCudaRuntime:
         ctypes.memmove(dst, src, count)
         return (FakeCudaError.cudaSuccess,)
 
-    def cudaGetErrorString(self, error: FakeCudaError) -> tuple[FakeCudaError, bytes]:  # noqa: N802
+    def cudaGetErrorString(self, error: FakeCudaError) -> tuple[FakeCudaError, bytes]:
         return (FakeCudaError.cudaSuccess, _TEXT.get(FakeCudaError(error), b"unrecognized error code"))
 
 

@@ -7,8 +7,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import free_port
 from tritium.core import InferenceServer, ServerOptions
+
+from tests.support.server import free_port
 
 __all__ = ["InProcessServer"]
 

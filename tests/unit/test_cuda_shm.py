@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
-
-from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime
 from tritium.core.errors import Code, TritonError
 from tritium.core.memory.cuda import CudaRef, CudaSharedMemoryManager
 from tritium.core.memory.pool import TensorPool
 from tritium.core.memory.shm_region import SharedMemoryManager
+
+from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime
 
 D2H, H2D = 2, 1
 
@@ -103,7 +103,7 @@ def test_resolve_uses_the_system_paths_checks(managers, fake: FakeCudaRuntime) -
     assert _error(lambda: system.resolve("c", -1, 4)) == (
         Code.INVALID_ARG, "Invalid offset for shared memory region: 'c'")
     for size in (49, None, 2**64):
-        assert _error(lambda: system.resolve("c", 16, size)) == (
+        assert _error(lambda size=size: system.resolve("c", 16, size)) == (
             Code.INVALID_ARG, "Invalid offset + byte size for shared memory region: 'c'")
     assert _error(lambda: system.resolve("zz", 0, 4)) == (
         Code.NOT_FOUND, "Unable to find shared memory region: 'zz'")
