@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
@@ -31,10 +33,13 @@ from .memory.cuda import CudaRef
 from .memory.pool import TensorPool
 from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
 from .model_instance import InstanceOptions, ModelInstance
-from .request import InferenceRequest
+from .request import InferenceRequest, InferInput
 from .response import InferenceResponse, OutputTensor
-from .scheduler.base import Payload
+from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
+from .scheduler.dynamic_batcher import DynamicBatcher
+from .scheduler.rate_limiter import demand_of_group
+from .scheduler.sequence_batcher import SequenceBatcher
 from .stats import ModelStats
 from .tensor import tensor_from_buffer
 from .types import by_config_name, by_name
@@ -68,6 +73,10 @@ class _Pending:
     error: TritonError | None = None
     recorded: bool = False
     regions: list[RegisteredRegion] = field(default_factory=list)  # registered regions in use
+    #: called with each implicit-state output ``(name, datatype, shape, bytes)`` (sequence batcher)
+    on_state: Any = None
+    #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
+    null: bool = False
 
 
 class Model:
@@ -100,14 +109,31 @@ class Model:
         self.stats = ModelStats(name, version)
         self.instances: list[ModelInstance] = []
         self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
-        self.scheduler = DefaultScheduler(
-            f"'{name}' version {version}",
-            lambda size, t: self.stats.record_execution(size, t[0], t[1], t[2]),
-            lambda inst: inst.available,  # type: ignore[attr-defined]
-        )
+        seq = config.get("sequence_batching")
+        states = (seq or {}).get("state", [])
+        #: implicit-state outputs, and those of them the client cannot see (not in the config's outputs)
+        self.state_outputs = {str(st["output_name"]) for st in states}
+        self._hidden_outputs = self.state_outputs - {str(o["name"]) for o in config.get("output", [])}
+        self.scheduler = self._make_scheduler(config)
         self._stopping = False
         self._active = 0  # requests between infer() and their final response
         self._idle: asyncio.Event | None = None
+
+    def _make_scheduler(self, config: dict[str, Any]) -> Any:
+        """The scheduler the config asks for: sequence batcher, dynamic batcher or the default."""
+        label = f"'{self.name}' version {self.version}"
+
+        def executed(size: int, t: Sequence[int]) -> None:
+            self.stats.record_execution(size, t[0], t[1], t[2])
+
+        def available(inst: Any) -> bool:
+            return bool(inst.available)
+
+        if config.get("sequence_batching") is not None:
+            return SequenceBatcher(self.name, label, config, executed, available, self)
+        if config.get("dynamic_batching") is not None and int(config.get("max_batch_size", 0)) > 0:
+            return DynamicBatcher(label, config, executed, available, self.gather)
+        return DefaultScheduler(label, executed, available)
 
     # -- description -------------------------------------------------------------
     @property
@@ -250,6 +276,7 @@ class Model:
             "corr": params.get("sequence_id", 0),
             "flags": flags,
             "timeout": params.get("timeout", 0) if type(params.get("timeout", 0)) is int else 0,
+            "priority": params.get("priority", 0) if type(params.get("priority", 0)) is int else 0,
             "inputs": wire_inputs,
             "outputs": [o.name for o in request.outputs],
             "params": _backend_parameters(params),
@@ -359,6 +386,10 @@ class Model:
                         tensors.append(tensor)
                         continue
                     data = self.pool.segments.resolve(seg_id, offset, nbytes)
+                    if name in self.state_outputs and pending.on_state is not None:
+                        pending.on_state(name, datatype, list(shape), bytes(data))
+                    if name in self._hidden_outputs:
+                        continue
                     cuda_ref = self._cuda_output(request, name)
                     if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
                         if nbytes > cuda_ref.byte_size:
@@ -420,9 +451,11 @@ class Model:
     def _record(self, payload: Payload) -> None:
         pending: _Pending = payload.context
         pending.recorded = True
+        if pending.null or isinstance(pending.error, QueueFull):
+            return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns
         if pending.error is not None:
-            self.stats.record_failure(request_ns)
+            self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
             return
         timings = payload.timings or (0, 0, 0)
         queue_ns = payload.dispatch_ns - payload.arrival_ns if payload.dispatch_ns else 0
@@ -436,10 +469,91 @@ class Model:
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
             for block in blocks:
-                self.pool.free(block)
+                if isinstance(block, _SharedBlock):
+                    block.release()
+                else:
+                    self.pool.free(block)
             regions, pending.regions = pending.regions, []
             for region in regions:
                 region.release()
+
+    # -- services for the batchers -------------------------------------------------------
+    def gather(self, payloads: list[Payload]) -> None:
+        """Lay each input of a batch out contiguously in the arena (one block per input).
+
+        The EXECUTE frame then names, for every request, a slice of one block,
+        so a backend gets the whole batch as one array without copying
+        (:func:`tritium.core.backend.api.batch_input`). Inputs already adjacent
+        stay where they are. Each request's own block is freed; the gathered
+        block lives until the last request of the batch releases its response.
+
+        :raises TritonError: when the arena cannot hold the gathered block.
+        """
+        if any(p.context.regions for p in payloads):
+            return  # inputs read in place from a client's region stay there (the backend concatenates)
+        first = payloads[0].wire["inputs"]
+        for index in range(len(first)):
+            items = [p.wire["inputs"][index] for p in payloads]
+            if any(it[0] != items[0][0] for it in items):
+                return  # inputs in different orders: leave the batch as it is
+            if all(b[3] == a[3] and b[4] == a[4] + a[5] for a, b in zip(items, items[1:])):
+                continue  # already contiguous
+            total = sum(int(it[5]) for it in items)
+            block = self.pool.allocate(total)
+            shared = _SharedBlock(self.pool, block, len(payloads))
+            target = block.view
+            pos = 0
+            seg_id, base, _n = block.descriptor
+            for payload, item in zip(payloads, items):
+                nbytes = int(item[5])
+                if nbytes:
+                    target[pos : pos + nbytes] = self.pool.segments.resolve(item[3], item[4], nbytes)
+                item[3], item[4] = seg_id, base + pos
+                pos += nbytes
+                pending: _Pending = payload.context
+                old = pending.blocks[index]
+                pending.blocks[index] = shared  # type: ignore[call-overload]
+                if isinstance(old, _SharedBlock):
+                    old.release()
+                else:
+                    self.pool.free(old)
+
+    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None:
+        """Add an input the server supplies (a sequence control input or an implicit state) to a payload."""
+        pending: _Pending = payload.context
+        block = self.pool.allocate(len(data))
+        if data:
+            block.view[:] = data
+        pending.blocks.append(block)
+        payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
+
+    def null_payload(self, template: Payload) -> Payload:
+        """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
+
+        The sequence batcher's direct strategy puts one in each idle slot below a
+        busy one, so a request's index in the batch is its sequence's slot, as in
+        Triton; its response is dropped.
+        """
+        names = set(self.signature.inputs)
+        inputs = []
+        for name, datatype, shape, _seg, _off, nbytes in template.wire["inputs"]:
+            if name in names:
+                count = int(np.prod(shape)) if shape else 1
+                data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
+                inputs.append(InferInput(name, datatype, list(shape), data))
+        payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
+        pending: _Pending = payload.context
+        pending.future = None
+        pending.null = True
+        return payload
+
+    def set_state_sink(self, payload: Payload, sink: Any) -> None:
+        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
+        pending: _Pending = payload.context
+        pending.on_state = sink
+        wanted = payload.wire["outputs"]
+        if wanted:
+            wanted.extend(n for n in self.state_outputs if n not in wanted)
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)
@@ -453,6 +567,22 @@ class Model:
             array, k, self.signature.max_batch_size > 0, self.labels.get(tensor.name, [])
         )
         return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
+
+
+class _SharedBlock:
+    """An arena block shared by the requests of a batch (freed when the last lets go)."""
+
+    __slots__ = ("pool", "block", "refs")
+
+    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
+        self.pool = pool
+        self.block = block
+        self.refs = refs
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs == 0:
+            self.pool.free(self.block)
 
 
 def by_name_config(config_name: str) -> str:
@@ -475,6 +605,21 @@ def _backend_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
         for k, v in parameters.items()
         if k not in RESERVED_PARAMETERS and not k.startswith("triton_") and isinstance(v, (bool, int, float, str))
     }
+
+
+def _rate_demands(config: dict[str, Any], limiter: Any) -> dict[str, Any]:
+    """Instance name -> its group's rate-limiter demand (registered with ``limiter``), when the limiter is on."""
+    if limiter is None:
+        return {}
+    out: dict[str, Any] = {}
+    for group in config.get("instance_group", []):
+        one = {**config, "instance_group": [group]}
+        for name, _kind, device in instance_names(one):
+            demand = demand_of_group(group, device)
+            if demand is not None:
+                limiter.register(demand)
+                out[name] = demand
+    return out
 
 
 def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
@@ -551,6 +696,9 @@ async def load_model(
         ]
         started.extend(others)
         model.instances.extend(others)
+        demands = _rate_demands(final, options.rate_limiter)
+        for inst in model.instances:
+            inst.rate_demand = demands.get(inst.name)
         results = await asyncio.gather(
             first.start_instance(final), *(inst.start(final) for inst in others), return_exceptions=True
         )

@@ -49,6 +49,7 @@ class InstanceOptions:
     bls: Any = None  # the core's BLS router (tritium.core.bls.BlsRouter), set by the server
     env: dict[str, str] | None = None  # environment variables of the workers (a model environment)
     execute_timeout_s: float = 0.0  # kill a worker whose batch runs longer (0: no limit)
+    rate_limiter: Any = None  # the server's RateLimiter (tritium.core.scheduler.rate_limiter), when on
 
 
 class ModelInstance:
@@ -89,6 +90,8 @@ class ModelInstance:
         self._config: dict[str, Any] | None = None
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: the resources and priority its group's ``rate_limiter`` asks for (None: not limited)
+        self.rate_demand: Any = None
 
     @property
     def available(self) -> bool:
@@ -153,9 +156,23 @@ class ModelInstance:
 
     # -- data path ---------------------------------------------------------------
     def execute(self, batch: Batch) -> None:
-        """Send a batch to the worker (fails it at once when the worker is gone)."""
+        """Send a batch to the worker (fails it at once when the worker is gone).
+
+        With the rate limiter on, the batch first waits for the resources of
+        the instance's group; they are given back when the execute returns.
+        """
         assert self.worker is not None
-        self.worker.execute(batch)
+        limiter, demand = self._options.rate_limiter, self.rate_demand
+        if limiter is None or demand is None:
+            self.worker.execute(batch)
+            return
+        worker = self.worker
+
+        def start() -> None:
+            batch.add_finalizer(lambda: limiter.release(demand))
+            worker.execute(batch)
+
+        limiter.submit(demand, start, self)
 
     # -- health and restarts -------------------------------------------------------
     def _spawn(self, coro: Any) -> None:

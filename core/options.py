@@ -50,6 +50,8 @@ class ServerOptions:
     :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
     :ivar composition: the backends and endpoints ``build.py`` composed this server with
         (from ``plugins.toml``; not composed by default).
+    :ivar rate_limit: ``--rate-limit``: ``"off"`` or ``"execution_count"``.
+    :ivar rate_limit_resources: ``--rate-limit-resource`` settings, ``(name, count, device or None)``.
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -82,5 +84,7 @@ class ServerOptions:
     grpc_restricted_protocol: dict[str, tuple[str, str]] = field(default_factory=dict)
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
     composition: Composition = Composition(None, ())
+    rate_limit: str = "off"
+    rate_limit_resources: list[tuple[str, int, int | None]] = field(default_factory=list)
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

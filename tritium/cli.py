@@ -50,8 +50,6 @@ NOT_YET = {
     "--trace-rate": "request tracing",
     "--cache-directory": "the response cache",
     "--response-cache-byte-size": "the response cache",
-    "--rate-limit": "the rate limiter",
-    "--rate-limit-resource": "the rate limiter",
     "--repoagent-directory": "repository agents",
     "--host-policy": "host policies",
     "--pinned-memory-pool-byte-size": "pinned memory pools",
@@ -134,6 +132,13 @@ def _restrictions(parser: argparse.ArgumentParser, flag: str, items: list[tuple[
                 parser.error(f"{flag}: api '{api}' can only be restricted once")
             out[api] = (key, value)
     return out
+def _rate_limit_resource(text: str) -> tuple[str, int, int | None]:
+    from .core.scheduler.rate_limiter import parse_resource_flag
+
+    try:
+        return parse_resource_flag(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -196,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend-config", action="append", type=_backend_config, default=[],
         metavar="<backend>,<setting>=<value>", help="a setting given to a backend (repeatable)",
+    )
+    p.add_argument(
+        "--rate-limit", type=str.lower, choices=["off", "execution_count"], default="off",
+        help="rate limiter mode: 'execution_count' applies the instance groups' rate_limiter sections",
+    )
+    p.add_argument(
+        "--rate-limit-resource", action="append", type=_rate_limit_resource, default=[],
+        metavar="<name>:<count>[:<device>]", help="count of a rate-limiter resource (repeatable)",
     )
     p.add_argument(
         "--disable-auto-complete-config", action="store_true",
@@ -328,6 +341,8 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         metrics=args.allow_metrics,
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
+        rate_limit=args.rate_limit,
+        rate_limit_resources=list(args.rate_limit_resource),
     )
     if args.backend_directory:
         options.backend_directory = args.backend_directory

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tritium.core.backend.api import Backend, Model, ModelInstance, Request
+from tritium.core.backend.api import batch_input, Backend, Model, ModelInstance, Request
 from tritium.core.errors import Code, TritonError
 from tritium.core.model_repository.paths import safe_join
 
@@ -283,12 +283,10 @@ def _run(state: dict[str, Any], requests: list[Request]) -> list[dict[str, np.nd
         feeds = {name: _feed(state, name, arr) for name, arr in requests[0].inputs.items()}
         results = session.run(wanted, feeds)
         return [dict(zip(wanted, results))]
-    # a batch of several requests: concatenate along the batch dimension, run once, split
+    # a batch of several requests: one array per input (a view: the dynamic batcher lays the
+    # batch out contiguously), run once, split
     sizes = [next(iter(r.inputs.values())).shape[0] if r.inputs else 1 for r in requests]
-    feeds = {
-        name: _feed(state, name, np.concatenate([r.inputs[name] for r in requests], axis=0))
-        for name in requests[0].inputs
-    }
+    feeds = {name: _feed(state, name, batch_input(requests, name)) for name in requests[0].inputs}
     results = session.run(wanted, feeds)
     total = sum(sizes)
     split: list[dict[str, np.ndarray]] = [{} for _ in requests]

@@ -204,7 +204,9 @@ class InstanceContext:
         policy = config.get("model_transaction_policy") or {}
         self.decoupled = bool(policy.get("decoupled", False))
         self.output_names = [str(o["name"]) for o in config.get("output", [])]
-        self._outputs = set(self.output_names)
+        # implicit-state outputs of the sequence batcher are outputs too (the core keeps them)
+        states = (config.get("sequence_batching") or {}).get("state", [])
+        self._outputs = set(self.output_names) | {str(st["output_name"]) for st in states}
         self.input_types = {}  # input name -> KServe datatype ("FP32", "BYTES", "BF16")
         for item in config.get("input", []):
             datatype = by_config_name(str(item.get("data_type", "")))

@@ -46,6 +46,7 @@ __all__ = [
     "ResponseSink",
     "TritonError",
     "Code",
+    "batch_input",
 ]
 
 #: (major, minor) of this API; a backend may define ``TRITONBACKEND_API_VERSION``
@@ -284,3 +285,37 @@ class Request:
 
     def __repr__(self) -> str:
         return f"Request(id={self.id!r}, inputs={list(self.inputs)})"
+
+
+def batch_input(requests: Sequence[Request], name: str) -> np.ndarray:
+    """Input ``name`` of every request of a batch as one array (concatenated along dim 0).
+
+    The dynamic batcher lays a batch's inputs out contiguously in shared
+    memory, so this is normally a read-only view spanning all the requests'
+    arrays: no copy. It copies (``numpy.concatenate``) only when the arrays are
+    not adjacent, e.g. ragged shapes or a batch formed elsewhere.
+
+    :param requests: the requests given to ``TRITONBACKEND_ModelInstanceExecute``.
+    :param name: the input name.
+    :returns: an array of shape ``[sum of the requests' dim 0, *rest]``.
+    :raises TritonError: INVALID_ARG when a request lacks the input.
+    """
+    arrays = [r.input(name) for r in requests]
+    first = arrays[0]
+    if len(arrays) == 1:
+        return first
+    if first.dtype != object and first.ndim > 0 and all(a.flags.c_contiguous for a in arrays):
+        rest = first.shape[1:]
+        address = first.__array_interface__["data"][0]
+        contiguous = True
+        expected = address
+        for a in arrays:
+            if a.dtype != first.dtype or a.shape[1:] != rest or a.__array_interface__["data"][0] != expected:
+                contiguous = False
+                break
+            expected += a.nbytes
+        if contiguous:
+            total = sum(int(a.shape[0]) for a in arrays)
+            view = np.lib.stride_tricks.as_strided(first, shape=(total, *rest), strides=first.strides, writeable=False)
+            return view
+    return np.concatenate(arrays, axis=0)

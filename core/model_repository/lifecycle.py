@@ -103,8 +103,6 @@ async def load_version(
     )
     if environment is not None:
         options = dataclasses.replace(options, python=environment.python, env=environment.env)
-    if config.HasField("sequence_batching"):
-        raise TritonError(Code.UNSUPPORTED, "sequence_batching is not supported yet")
     check_backend(
         server_options.composition, name, config.backend, source.path, version,
         server_options.backend_directory, config.runtime,
@@ -121,8 +119,6 @@ async def load_version(
         pool,
         options,
     )
-    if "dynamic_batching" in model.config:
-        log.warning("model '%s': dynamic_batching is configured; this release schedules requests one at a time", name)
     if model.config.get("model_warmup"):
         try:
             await run_warmup(model, source.path)

@@ -44,6 +44,7 @@ from .lifecycle import check_config_paths, fingerprint, load_version
 from .lookups import ModelLookups
 from .paths import check_model_name
 from .remote import RemoteRepository, is_remote
+from ..scheduler.rate_limiter import RateLimiter
 from .repository import ModelSource, read_labels, scan, versions_to_load
 from .uploads import ALLOW_FLAG, write_upload
 
@@ -121,6 +122,7 @@ class ModelRepositoryManager(ModelLookups):
             ping_interval_s=options.ping_interval_s,
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
+            rate_limiter=RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None,
         )
         self.cache_dir = Path(options.model_cache_dir or Path(tempfile.gettempdir()) / f"tritium-cache-{os.getuid()}")
         self._remote = {

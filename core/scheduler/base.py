@@ -16,7 +16,32 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import Code, TritonError
 
-__all__ = ["Payload", "Batch", "Executor", "Scheduler", "ResponseHandler"]
+__all__ = [
+    "Payload",
+    "Batch",
+    "Executor",
+    "Scheduler",
+    "ResponseHandler",
+    "Rejected",
+    "QueueFull",
+    "admit",
+    "no_instance_error",
+]
+
+
+class Rejected(TritonError):
+    """A request the scheduler dropped from its queue (queue timeout with REJECT).
+
+    Counted as a failure with reason REJECTED (``nv_inference_request_failure``), as in Triton.
+    """
+
+
+class QueueFull(Rejected):
+    """A request refused because its priority level's queue is full.
+
+    Not counted in the statistics at all: Triton 2.51 refuses it before it is
+    tracked (measured: ``fail`` and every failure reason stay 0).
+    """
 
 
 class ResponseHandler(Protocol):
@@ -46,10 +71,14 @@ class Payload:
     :ivar arrival_ns: when the scheduler got it (``perf_counter_ns``).
     :ivar dispatch_ns: when it went to an instance.
     :ivar timings: ``[input, infer, output]`` ns of the execution it was in.
-    :ivar final: True once its final response arrived.
+    :ivar final: True once its final response was delivered.
+    :ivar done: True once its final response came from the worker (it may be
+        held back for ``preserve_ordering``).
     """
 
-    __slots__ = ("wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final")
+    __slots__ = (
+        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done"
+    )
 
     def __init__(self, wire: dict[str, Any], batch_size: int, handler: ResponseHandler, context: Any) -> None:
         self.wire = wire
@@ -60,11 +89,32 @@ class Payload:
         self.dispatch_ns = 0
         self.timings: Sequence[int] | None = None
         self.final = False
+        self.done = False
 
     def fail(self, error: TritonError) -> None:
         """Deliver a final error response (no-op once final)."""
         if not self.final:
+            self.done = True
             self.handler.on_response(self, [], error, None, True, None)
+
+
+def no_instance_error(label: str) -> TritonError:
+    """UNAVAILABLE: the model (``label``: ``'m' version 1``) has no instance that can run a request."""
+    return TritonError(Code.UNAVAILABLE, f"model {label} has no available instance")
+
+
+def admit(payload: "Payload", stopped: TritonError | None, has_instances: bool, label: str) -> bool:
+    """A scheduler's first check of a new payload: fail it when stopped or without instances.
+
+    :returns: True when the scheduler may take it.
+    """
+    if stopped is not None:
+        payload.fail(stopped)
+        return False
+    if not has_instances:
+        payload.fail(no_instance_error(label))
+        return False
+    return True
 
 
 class Executor(Protocol):
@@ -86,7 +136,7 @@ class Batch:
         output]`` ns after a successful execute (statistics).
     """
 
-    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed")
+    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_finalizers")
 
     def __init__(
         self,
@@ -100,6 +150,11 @@ class Batch:
         self.executor = executor
         self._on_free = on_free
         self._on_executed = on_executed
+        self._finalizers: list[Callable[[], None]] = []
+
+    def add_finalizer(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the execute returns or fails, before the instance is free again."""
+        self._finalizers.append(callback)
 
     def on_response(
         self,
@@ -114,8 +169,10 @@ class Batch:
         if not 0 <= index < len(self.payloads):
             raise TritonError(Code.INTERNAL, f"RESPONSE for request {index} of a batch of {len(self.payloads)}")
         payload = self.payloads[index]
-        if payload.final:
+        if payload.done:
             raise TritonError(Code.INTERNAL, f"RESPONSE after the final response of request {index}")
+        if final:
+            payload.done = True
         payload.handler.on_response(payload, outputs, error, parameters, final, worker)
 
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None:
@@ -130,6 +187,9 @@ class Batch:
             for payload in self.payloads:
                 payload.timings = timings
                 payload.handler.on_executed(payload)
+        finalizers, self._finalizers = self._finalizers, []
+        for callback in finalizers:
+            callback()
         self._on_free(self.executor)
 
 

@@ -50,7 +50,7 @@ class BatchSink(Protocol):
     """What the core hands a worker to execute, and where results go."""
 
     wire_requests: list[dict[str, Any]]
-    payloads: Sequence[Any]  # each with ``final`` (True once its final response came) and ``fail(error)``
+    payloads: Sequence[Any]  # each with ``done`` (True once its final response came) and ``fail(error)``
 
     def on_response(
         self,
@@ -385,7 +385,7 @@ class WorkerProcess:
                     raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
                 err = TritonError.from_wire(error) if error is not None else None
                 batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
-                if batch_id in self._open and all(p.final for p in batch.payloads):
+                if batch_id in self._open and all(p.done for p in batch.payloads):
                     del self._open[batch_id]
             elif kind == _EXECUTE_DONE:
                 timer = self._timers.pop(message[1], None)
@@ -396,7 +396,7 @@ class WorkerProcess:
                     self._arm_timer(next(iter(self._batches)))  # the worker starts the next one now
                 if batch is not None:
                     batch.on_done(message[2], None)
-                    if not all(p.final for p in batch.payloads):
+                    if not all(p.done for p in batch.payloads):
                         self._open[message[1]] = batch
             elif kind == Kind.SEGMENT:
                 if len(fds) != 1:

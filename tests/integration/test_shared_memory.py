@@ -75,6 +75,7 @@ def _build(repo: Path) -> None:
     add_model(repo, "py_double", identity_config().replace('backend: "identity"', 'backend: "python"'),
               files={"1/model.py": PY_IDENTITY})
     add_model(repo, "where", WHERE_CONFIG, files={"libtriton_where.py": WHERE_BACKEND})
+    add_model(repo, "batched_fp32", identity_config(extra="dynamic_batching { max_queue_delay_microseconds: 300000 }"))
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +195,35 @@ def test_a_restarted_worker_maps_the_region_again(server: ServerProcess, regions
     client.infer("identity_fp32", inputs, outputs=outputs)
     np.testing.assert_array_equal(shm.get_contents_as_numpy(outs, np.float32, [1, 16]), DATA)
     client.close()
+
+
+def test_dynamic_batch_mixing_region_and_body_inputs(server: ServerProcess, regions: Regions) -> None:
+    """Requests batched together, some with the input in a region and some in the body, each get their own answer."""
+    _ins, outs = _fill(regions)
+    results: dict[int, Any] = {}
+
+    def send(i: int) -> None:
+        client = httpclient.InferenceServerClient(server.http_url)
+        if i % 2 == 0:
+            inputs, _outputs = _inputs(httpclient)  # input from the region, output in the body
+            results[i] = client.infer("batched_fp32", inputs).as_numpy("OUTPUT0")
+        else:
+            inp = httpclient.InferInput("INPUT0", [1, 16], "FP32")
+            inp.set_data_from_numpy(DATA + i)
+            results[i] = client.infer("batched_fp32", [inp]).as_numpy("OUTPUT0")
+        client.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == [0, 1, 2, 3]
+    for i, value in results.items():
+        np.testing.assert_array_equal(value, DATA if i % 2 == 0 else DATA + i)
+    stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics("batched_fp32")
+    executions = stats["model_stats"][0]["execution_count"]
+    assert executions < 4  # some of the 4 requests shared a batch
 
 
 def _worker_of(server: ServerProcess, model: str) -> int:

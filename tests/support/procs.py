@@ -25,8 +25,13 @@ def children_of(pid: int) -> list[int]:
 
 
 def shm_entries() -> set[str]:
-    """Names in /dev/shm (POSIX shared memory and semaphores)."""
+    """Names in /dev/shm (POSIX shared memory and semaphores), without the real Triton's.
+
+    A real Triton running beside the tests (comparison runs) adds and removes its
+    ``triton_python_backend_shm_region_*`` entries at any time; they are never tritium's.
+    """
     try:
-        return set(os.listdir("/dev/shm"))
+        names = os.listdir("/dev/shm")
     except OSError:
         return set()
+    return {n for n in names if not n.startswith("triton_python_backend_shm_region_")}

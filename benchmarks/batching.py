@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Dynamic-batching benchmark: what batching gains on tritium and on the real Triton 2.51, one run.
+
+Runs (perf_analyzer, gRPC, the same settings for every server):
+
+* ``pybatch`` — a python model (``max_batch_size: 64``) that processes all the
+  requests of an ``execute`` call with one vectorised numpy operation, with
+  ``dynamic_batching { max_queue_delay_microseconds: 500 }`` (``pybatch_dyn``)
+  and without (``pybatch_single``), concurrency 16, on tritium and on Triton;
+* ``efficientnet_lite0_onnx`` (examples/fetch_models.py), with
+  ``dynamic_batching { max_queue_delay_microseconds: 2000 }`` and without,
+  concurrency 8, on tritium only (the Triton here has only the python backend).
+  The server runs with ``--disable-auto-complete-config``, else the onnxruntime
+  backend would give the "without" copy a ``dynamic_batching {}`` too.
+
+Targets (issue 3): tritium ≥ 1.0 × Triton on ``pybatch_dyn``, and tritium's
+gain from batching (dyn / single) ≥ Triton's. Writes the ``batching`` section
+of ``docs/performance.md``.
+
+Usage::
+
+    python benchmarks/batching.py [--install] [--triton-venv DIR] [--skip-triton] [--skip-efficientnet]
+                                  [--quick] [--note "measured while the machine was busy"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import common
+from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section
+from benchmarks.triton import TritonServer
+from tests.support.server import ServerProcess, free_port
+
+EFFICIENTNET = "efficientnet_lite0_onnx"
+PYBATCH = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        inputs = [pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() for r in requests]
+        rows = [x.shape[0] for x in inputs]
+        result = np.tanh(np.concatenate(inputs) * 2.0)  # the whole batch at once
+        responses, start = [], 0
+        for n in rows:
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", result[start : start + n])]))
+            start += n
+        return responses
+"""
+PYBATCH_CONFIG = """
+backend: "python"
+max_batch_size: 64
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 16 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+{batching}
+"""
+PY_RUNS = [("pybatch_dyn", 16), ("pybatch_single", 16)]
+ONNX_RUNS = [(f"{EFFICIENTNET}_dyn", 8), (f"{EFFICIENTNET}_single", 8)]
+
+
+def build_python(repo: Path) -> None:
+    for name, batching in (
+        ("pybatch_dyn", "dynamic_batching { max_queue_delay_microseconds: 500 }"),
+        ("pybatch_single", ""),
+    ):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(
+            textwrap.dedent(PYBATCH_CONFIG.format(batching=batching))
+        )
+        (repo / name / "1" / "model.py").write_text(textwrap.dedent(PYBATCH))
+
+
+def build_efficientnet(repo: Path, work: Path) -> None:
+    """Two copies of EfficientNet-Lite0: with and without the dynamic batcher."""
+    source = work / "fetched"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            EFFICIENTNET,
+            "--output",
+            str(source),
+            "--images",
+            str(work / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    for suffix, batching in (
+        ("dyn", "dynamic_batching { max_queue_delay_microseconds: 2000 }"),
+        ("single", ""),
+    ):
+        target = repo / f"{EFFICIENTNET}_{suffix}"
+        shutil.copytree(source / EFFICIENTNET, target)
+        config = (
+            (target / "config.pbtxt")
+            .read_text()
+            .replace(f'name: "{EFFICIENTNET}"', f'name: "{target.name}"')
+        )
+        (target / "config.pbtxt").write_text(config + batching + "\n")
+
+
+def measure(server: str, pid: int, url: str, runs: list[tuple[str, int]], tag: str) -> list[Row]:
+    rows = []
+    for model, concurrency in runs:
+        row = run_perf(server, pid, model, url, "grpc", concurrency, tag)
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def render(rows: list[Row], note: str) -> str:
+    by = {(r.server, r.model): r for r in rows}
+    lines = [
+        "## Dynamic batching",
+        "",
+        (
+            f"Measured {datetime.date.today().isoformat()} by `python benchmarks/batching.py` (perf_analyzer, gRPC; "
+            "tritium, then Triton 2.51 on the same model files)."
+        ),
+    ]
+    if note:
+        lines += ["", f"**{note}**"]
+    lines += [
+        "",
+        (
+            "| model | concurrency | tritium infer/s | tritium p50 (µs) | tritium server CPU (µs/inf) | Triton infer/s "
+            "| Triton p50 (µs) | Triton server CPU (µs/inf) |"
+        ),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for model, concurrency in PY_RUNS + ONNX_RUNS:
+        t, r = by.get(("tritium", model)), by.get(("triton", model))
+        if t is None and r is None:
+            continue
+        cell = lambda row, what: f"{getattr(row, what):,.0f}" if row else "—"
+        lines.append(
+            f"| {model} | {concurrency} | {cell(t, 'throughput')} | {cell(t, 'p50_us')} | {cell(t, 'server_cpu_us')} | "
+            f"{cell(r, 'throughput')} | {cell(r, 'p50_us')} | {cell(r, 'server_cpu_us')} |"
+        )
+    lines += ["", "| target | measured | met |", "| --- | --- | --- |"]
+    t, r = by.get(("tritium", "pybatch_dyn")), by.get(("triton", "pybatch_dyn"))
+    if t and r:
+        ratio = t.throughput / r.throughput
+        lines.append(
+            f"| pybatch_dyn, concurrency 16: tritium ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |"
+        )
+    gains = {}
+    for server in ("tritium", "triton"):
+        dyn, single = by.get((server, "pybatch_dyn")), by.get((server, "pybatch_single"))
+        if dyn and single:
+            gains[server] = dyn.throughput / single.throughput
+    if len(gains) == 2:
+        met = gains["tritium"] >= gains["triton"]
+        lines.append(
+            f"| gain from batching (dyn / single): tritium ≥ Triton | tritium **{gains['tritium']:.2f}×**, "
+            f"Triton {gains['triton']:.2f}× | {'yes' if met else 'no'} |"
+        )
+    dyn, single = (
+        by.get(("tritium", f"{EFFICIENTNET}_dyn")),
+        by.get(("tritium", f"{EFFICIENTNET}_single")),
+    )
+    if dyn and single:
+        lines.append(
+            f"| EfficientNet-Lite0, concurrency 8: with / without dynamic batching (tritium) | "
+            f"**{dyn.throughput / single.throughput:.2f}×** | (no target) |"
+        )
+    lines += [
+        "",
+        (
+            "Reading: `pybatch` does almost nothing per row, so what a request costs is the server's own work "
+            "(the server-CPU column: tritium's Python core spends several times Triton's C++ core per inference). "
+            "Batching saves worker executions and frames, not that per-request core cost, so on this model "
+            "tritium gains little from it, and a queue delay the requests would not otherwise wait adds to their "
+            "latency. EfficientNet-Lite0 here runs as two single-threaded CPU instances that already keep both cores "
+            "busy; a batch runs its images in one thread one after another, so batching cannot add compute on this "
+            "machine (on a GPU, where a batch runs in parallel, it does)."
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--install", action="store_true", help="install perf_analyzer's libraries first"
+    )
+    parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
+    parser.add_argument("--skip-triton", action="store_true")
+    parser.add_argument("--skip-efficientnet", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true", help="1-second windows (a smoke run, not a measurement)"
+    )
+    parser.add_argument(
+        "--note", default="", help="a remark printed above the results (e.g. machine under load)"
+    )
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+    args = parser.parse_args()
+    if args.install:
+        install_perf_analyzer_libraries()
+    if args.quick:
+        common.PERF_ARGS[1] = "1000"
+    tag = time.strftime("%Y%m%d-%H%M%S")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="tritium-batchbench-") as tmp:
+        work = Path(tmp)
+        repo = work / "models"
+        build_python(repo)
+        onnx_repo = work / "onnx"
+        if not args.skip_efficientnet:
+            build_efficientnet(onnx_repo, work)
+        repos = [repo] + ([onnx_repo] if not args.skip_efficientnet else [])
+        # no auto-complete: the onnxruntime backend would add dynamic_batching {} to the "single" copy
+        server = ServerProcess(
+            repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log"
+        ).start()
+        try:
+            assert server.proc is not None
+            runs = PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS)
+            rows += measure("tritium", server.proc.pid, server.grpc_url, runs, tag)
+        finally:
+            server.stop()
+        if not args.skip_triton:
+            triton = TritonServer(
+                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
+            )
+            triton.start()
+            try:
+                assert triton.proc is not None
+                rows += measure("triton", triton.proc.pid, triton.grpc_url, PY_RUNS, tag)
+            finally:
+                triton.stop()
+    text = render(rows, args.note)
+    write_section(args.output, "batching", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

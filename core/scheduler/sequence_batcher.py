@@ -1,0 +1,497 @@
+"""Triton's sequence batcher: stateful models, every request of a sequence on one instance, in order.
+
+``sequence_batching { direct {} | oldest {...} max_sequence_idle_microseconds
+control_input [...] state [...] }``. A request names its sequence with the
+``sequence_id`` parameter (integer or string) and flags its first and last
+requests with ``sequence_start`` / ``sequence_end``.
+
+* Routing: a sequence is bound to one model instance when its START request
+  arrives (the instance with the fewest sequences that has room: ``direct``
+  gives each instance ``max_batch_size`` slots, ``oldest``
+  ``max_candidate_sequences``); when every instance is full it waits in a
+  backlog. All its requests run on that instance, one at a time, in arrival
+  order. A batch holds at most one request per sequence and at most
+  ``max_batch_size`` requests. ``direct``: request i of a batch belongs to
+  the sequence in slot i; an idle slot below a busy one gets a *null request*
+  (READY false, CORRID 0, inputs of zeros, whose response is dropped), as in
+  Triton, so a model may keep per-slot state. ``oldest``: oldest first,
+  waiting up to ``max_queue_delay_microseconds`` for a preferred batch size.
+* Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
+  their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
+  values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
+  each request as the inputs the config names, shape ``[1, 1]`` for a model
+  that batches, ``[1]`` otherwise.
+* Implicit state: for each ``state`` entry the request gets input
+  ``input_name`` holding the sequence's state (``initial_state`` — zeros or
+  ``data_file`` under the model's ``initial_state/`` folder — on its START
+  request) and the output ``output_name`` it produces becomes the state for
+  the next request. Outputs that the config does not list stay hidden from
+  the client. This works for every backend, the python backend included.
+* Ends: a sequence is released after its END request ran, or when no request
+  of it arrived for ``max_sequence_idle_microseconds``. A later request
+  without START is then refused with Triton's error.
+
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import Code, TritonError
+from ..model_repository.paths import safe_join
+from ..tensor import serialize_bytes
+from ..types import by_config_name
+from .base import Batch, Executor, Payload, admit
+
+__all__ = ["SequenceBatcher", "SequenceHost"]
+
+_START, _END = 1, 2
+_FALSE_TRUE = ("int32_false_true", "fp32_false_true", "bool_false_true")
+_FALSE_TRUE_TYPE = {
+    "int32_false_true": "INT32",
+    "fp32_false_true": "FP32",
+    "bool_false_true": "BOOL",
+}
+
+
+class SequenceHost(Protocol):
+    """What the sequence batcher needs from the model (implemented by :class:`tritium.core.model.Model`)."""
+
+    path: str
+
+    def add_input(
+        self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes
+    ) -> None: ...
+
+    def set_state_sink(
+        self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]
+    ) -> None: ...
+
+    def null_payload(self, template: Payload) -> Payload: ...
+
+
+class _Sequence:
+    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "state")
+
+    def __init__(self, corr: int | str) -> None:
+        self.corr = corr
+        self.executor: Executor | None = None
+        self.queue: deque[Payload] = deque()
+        self.last_ns = time.perf_counter_ns()
+        self.ended = False  # its END request arrived
+        self.inflight = False  # one of its requests is executing
+        self.state: dict[
+            str, tuple[str, list[int], bytes]
+        ] = {}  # state input name -> (datatype, shape, bytes)
+        self.bound_at = 0
+
+
+class _State:
+    __slots__ = ("datatype", "initial", "input_name", "output_name", "shape")
+
+    def __init__(
+        self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes
+    ) -> None:
+        self.input_name = input_name
+        self.output_name = output_name
+        self.datatype = datatype
+        self.shape = shape
+        self.initial = initial
+
+
+class SequenceBatcher:
+    """The sequence batcher of one model version (see the module docstring).
+
+    :param model_name: the model name (Triton's sequence errors name it).
+    :param model_label: how other errors name the model (``'m' version 1``).
+    :param config: the normalized model config (JSON form).
+    :param on_executed: statistics callback, ``(batch_size, [input, infer, output] ns)``.
+    :param available: tells whether an instance may take work now.
+    :param host: the model (adds inputs to payloads, reports state outputs).
+    :raises TritonError: INVALID_ARG for a control input or state the batcher cannot serve.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        model_label: str,
+        config: dict[str, Any],
+        on_executed: Callable[[int, Sequence[int]], None],
+        available: Callable[[Executor], bool],
+        host: SequenceHost,
+    ) -> None:
+        self._name = model_name
+        self._label = model_label
+        self._on_executed = on_executed
+        self._available = available
+        self._host = host
+        seq = config.get("sequence_batching") or {}
+        mbs = int(config.get("max_batch_size", 0))
+        self._batching = mbs > 0
+        self.max_batch = max(1, mbs)
+        self.strategy = "oldest" if "oldest" in seq else "direct"
+        oldest = seq.get("oldest") or {}
+        self.capacity = int(oldest.get("max_candidate_sequences", 0)) or self.max_batch
+        if self.strategy == "direct":
+            self.capacity = self.max_batch
+        preferred = [
+            int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch
+        ]
+        self.max_preferred = max(preferred) if preferred else self.max_batch
+        self.delay_ns = (
+            int(oldest.get("max_queue_delay_microseconds", 0)) * 1000
+            if self.strategy == "oldest"
+            else 0
+        )
+        self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
+        self._controls = self._parse_controls(seq.get("control_input", []))
+        self._states = [self._parse_state(st) for st in seq.get("state", [])]
+        self._sequences: dict[int | str, _Sequence] = {}
+        self._backlog: deque[_Sequence] = deque()
+        self._bound: dict[Executor, list[_Sequence | None]] = {}  # per instance: its slots
+        self._busy: dict[Executor, list[_Sequence]] = {}
+        self._stopped: TritonError | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._reaper: asyncio.TimerHandle | None = None
+        self._bind_counter = 0
+
+    # -- config ---------------------------------------------------------------
+    def _parse_controls(self, controls: list[dict[str, Any]]) -> list[tuple[str, str, str, Any]]:
+        """``(input name, kind, KServe datatype, (false, true) values or None)`` per control."""
+        out = []
+        for item in controls:
+            for control in item.get("control", []):
+                kind = str(control.get("kind", "CONTROL_SEQUENCE_START"))
+                if kind == "CONTROL_SEQUENCE_CORRID":
+                    dt = by_config_name(str(control.get("data_type", "TYPE_UINT64")))
+                    if dt is None:
+                        raise TritonError(
+                            Code.INVALID_ARG, f"model '{self._name}': bad CORRID data type"
+                        )
+                    out.append((str(item["name"]), kind, dt.name, None))
+                    continue
+                for field in _FALSE_TRUE:
+                    values = control.get(field)
+                    if values:
+                        out.append(
+                            (
+                                str(item["name"]),
+                                kind,
+                                _FALSE_TRUE_TYPE[field],
+                                (values[0], values[1]),
+                            )
+                        )
+                        break
+                else:
+                    raise TritonError(
+                        Code.INVALID_ARG,
+                        f"sequence batching control '{item['name']}' of model '{self._name}' must specify "
+                        "int32_false_true, fp32_false_true or bool_false_true",
+                    )
+        return out
+
+    def _parse_state(self, st: dict[str, Any]) -> _State:
+        dt = by_config_name(str(st.get("data_type", "")))
+        if dt is None:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"model '{self._name}': state '{st.get('input_name')}' has no data type",
+            )
+        init = st.get("initial_state") or []
+        init = (
+            init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
+        )
+        dims = [int(d) for d in (init.get("dims") or st.get("dims") or [])]
+        shape = ([1] if self._batching else []) + [d if d > 0 else 1 for d in dims]
+        count = int(np.prod(shape)) if shape else 1
+        if init.get("data_file"):
+            path = safe_join(
+                os.path.join(self._host.path, "initial_state"),
+                str(init["data_file"]),
+                what="data_file",
+            )
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise TritonError(
+                    Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}"
+                ) from exc
+        elif dt.is_bytes:
+            data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
+        else:
+            data = bytes(count * dt.itemsize)
+        return _State(str(st["input_name"]), str(st["output_name"]), dt.name, shape, bytes(data))
+
+    # -- Scheduler -----------------------------------------------------------------
+    def enqueue(self, payload: Payload) -> None:
+        """Route ``payload`` to its sequence (fails it with Triton's error when it has none)."""
+        if not admit(payload, self._stopped, bool(self._bound), self._label):
+            return
+        corr = payload.wire.get("corr", 0)
+        flags = int(payload.wire.get("flags", 0))
+        if corr == 0 or corr == "" or isinstance(corr, bool):
+            payload.fail(
+                TritonError(
+                    Code.INVALID_ARG,
+                    f"inference request to model '{self._name}' must specify a non-zero or non-empty correlation ID",
+                )
+            )
+            return
+        seq = self._sequences.get(corr)
+        if not flags & _START and (seq is None or seq.ended):
+            payload.fail(
+                TritonError(
+                    Code.INVALID_ARG,
+                    f"inference request for sequence {corr} to model '{self._name}' must specify the START flag "
+                    "on the first request of the sequence",
+                )
+            )
+            return
+        if seq is None:
+            seq = _Sequence(corr)
+            self._sequences[corr] = seq
+            self._bind(seq)
+        seq.ended = bool(flags & _END)
+        seq.last_ns = time.perf_counter_ns()
+        seq.queue.append(payload)
+        self._arm_reaper()
+        if seq.executor is not None:
+            self._schedule(seq.executor)
+
+    def inflight_count(self) -> int:
+        """Requests queued plus executing."""
+        return sum(len(s.queue) + (1 if s.inflight else 0) for s in self._sequences.values())
+
+    def add_executor(self, executor: Executor) -> None:
+        """An instance became ready: it takes backlogged sequences."""
+        if executor not in self._bound:
+            self._bound[executor] = [None] * self.capacity
+            while self._backlog and None in self._bound[executor]:
+                self._attach(self._backlog.popleft(), executor)
+            self._schedule(executor)
+
+    def remove_executor(self, executor: Executor) -> None:
+        """An instance is gone: its sequences (queued requests included) fail and end."""
+        sequences = self._bound.pop(executor, [])
+        self._busy.pop(executor, None)
+        error = TritonError(
+            Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone"
+        )
+        for seq in sequences:
+            if seq is None:
+                continue
+            self._sequences.pop(seq.corr, None)
+            while seq.queue:
+                seq.queue.popleft().fail(error)
+        if not self._bound:
+            for seq in list(self._backlog):
+                self._sequences.pop(seq.corr, None)
+                while seq.queue:
+                    seq.queue.popleft().fail(error)
+            self._backlog.clear()
+
+    def stop(self, error: TritonError) -> None:
+        """Fail every queued request with ``error`` and refuse new ones."""
+        self._stopped = error
+        for handle in (self._timer, self._reaper):
+            if handle is not None:
+                handle.cancel()
+        for seq in self._sequences.values():
+            while seq.queue:
+                seq.queue.popleft().fail(error)
+
+    # -- binding ---------------------------------------------------------------------
+    def _bind(self, seq: _Sequence) -> None:
+        choices = [e for e, slots in self._bound.items() if None in slots and self._available(e)]
+        if not choices:
+            self._backlog.append(seq)
+            return
+        self._attach(seq, max(choices, key=lambda e: self._bound[e].count(None)))
+
+    def _attach(self, seq: _Sequence, executor: Executor) -> None:
+        slots = self._bound[executor]
+        seq.executor = executor
+        self._bind_counter += 1
+        seq.bound_at = self._bind_counter
+        slots[slots.index(None)] = seq
+
+    def _release(self, seq: _Sequence) -> None:
+        """The sequence ended (END ran, or idle): free its slot for a backlogged one."""
+        if self._sequences.get(seq.corr) is seq:
+            del self._sequences[seq.corr]
+        if seq in self._backlog:
+            self._backlog.remove(seq)
+        executor = seq.executor
+        if executor is None or executor not in self._bound:
+            return
+        slots = self._bound[executor]
+        slots[slots.index(seq)] = None
+        while self._backlog and None in slots:
+            self._attach(self._backlog.popleft(), executor)
+        self._schedule(executor)
+
+    # -- batches ------------------------------------------------------------------------
+    def _schedule(self, executor: Executor) -> None:
+        if executor in self._busy or executor not in self._bound or not self._available(executor):
+            return
+        slots = self._bound[executor]
+        ready = [s for s in slots if s is not None and s.queue and not s.inflight]
+        if not ready:
+            return
+        if self.strategy == "oldest":
+            ready.sort(key=lambda s: s.queue[0].arrival_ns)
+            if self.delay_ns and len(ready) < self.max_preferred:
+                waited = time.perf_counter_ns() - ready[0].queue[0].arrival_ns
+                if waited < self.delay_ns:
+                    self._arm_timer((self.delay_ns - waited) / 1e9)
+                    return
+        chosen = ready[: self.max_batch]
+        prepared: dict[int, Payload] = {}  # id(sequence) -> its request in this batch
+        for seq in chosen:
+            payload = seq.queue.popleft()
+            seq.inflight = True
+            try:
+                self._prepare(seq, payload)
+            except TritonError as exc:
+                seq.inflight = False
+                payload.fail(exc)
+                continue
+            prepared[id(seq)] = payload
+        if not prepared:
+            return
+        payloads = list(prepared.values())
+        if self.strategy == "direct" and len(slots) > 1:
+            try:
+                payloads = self._slot_aligned(slots, prepared)
+            except TritonError as exc:  # no room for the null requests
+                for seq in chosen:
+                    seq.inflight = False
+                for payload in prepared.values():
+                    payload.fail(exc)
+                return
+        now = time.perf_counter_ns()
+        for payload in payloads:
+            payload.dispatch_ns = now
+        self._busy[executor] = chosen
+        executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
+
+    def _slot_aligned(self, slots: list[_Sequence | None], prepared: dict[int, Payload]) -> list[Payload]:
+        """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
+
+        A null request (READY false, CORRID 0, inputs of zeros, initial state)
+        is what Triton sends there; its response is dropped.
+
+        :param prepared: the batch's requests by ``id`` of their sequence.
+        """
+        last = max(i for i, s in enumerate(slots) if s is not None and id(s) in prepared)
+        template = next(iter(prepared.values()))
+        out: list[Payload] = []
+        nulls: list[Payload] = []
+        try:
+            for i in range(last + 1):
+                seq = slots[i]
+                if seq is not None and id(seq) in prepared:
+                    out.append(prepared[id(seq)])
+                    continue
+                null = self._host.null_payload(template)
+                nulls.append(null)
+                self._add_controls(null, 0, 0, ready=False)
+                for st in self._states:
+                    self._host.add_input(null, st.input_name, st.datatype, st.shape, st.initial)
+                out.append(null)
+        except TritonError as exc:
+            for null in nulls:
+                null.fail(exc)  # gives their shared memory back
+            raise
+        return out
+
+    def _prepare(self, seq: _Sequence, payload: Payload) -> None:
+        """Add the control inputs and the implicit state to a request about to run."""
+        flags = int(payload.wire.get("flags", 0))
+        self._add_controls(payload, seq.corr, flags, ready=True)
+        if not self._states:
+            return
+        if flags & _START:
+            seq.state.clear()
+        for st in self._states:
+            datatype, st_shape, data = seq.state.get(st.input_name) or (
+                st.datatype,
+                st.shape,
+                st.initial,
+            )
+            self._host.add_input(payload, st.input_name, datatype, st_shape, data)
+        outputs = {st.output_name: st.input_name for st in self._states}
+
+        def sink(name: str, datatype: str, out_shape: list[int], data: bytes) -> None:
+            seq.state[outputs[name]] = (datatype, out_shape, data)
+
+        self._host.set_state_sink(payload, sink)
+
+    def _add_controls(self, payload: Payload, corr: int | str, flags: int, ready: bool) -> None:
+        shape = [1, 1] if self._batching else [1]
+        for name, kind, datatype, values in self._controls:
+            if kind == "CONTROL_SEQUENCE_CORRID":
+                data = _corrid_bytes(corr, datatype)
+            else:
+                on = {
+                    "CONTROL_SEQUENCE_START": bool(flags & _START),
+                    "CONTROL_SEQUENCE_END": bool(flags & _END),
+                    "CONTROL_SEQUENCE_READY": ready,
+                }.get(kind, False)
+                data = _scalar_bytes(values[1] if on else values[0], datatype)
+            self._host.add_input(payload, name, datatype, shape, data)
+
+    def _on_free(self, executor: Executor) -> None:
+        for seq in self._busy.pop(executor, []):
+            seq.inflight = False
+            seq.last_ns = time.perf_counter_ns()
+            if seq.ended and not seq.queue:
+                self._release(seq)
+        self._schedule(executor)
+
+    def _arm_timer(self, delay_s: float) -> None:
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        for executor in list(self._bound):
+            self._schedule(executor)
+
+    # -- idle sequences ------------------------------------------------------------------
+    def _arm_reaper(self) -> None:
+        if self._reaper is None and self._sequences:
+            delay = min(max(self.idle_ns / 4e9, 0.01), 1.0)
+            self._reaper = asyncio.get_running_loop().call_later(delay, self._reap)
+
+    def _reap(self) -> None:
+        self._reaper = None
+        now = time.perf_counter_ns()
+        for seq in list(self._sequences.values()):
+            if not seq.queue and not seq.inflight and now - seq.last_ns >= self.idle_ns:
+                self._release(seq)
+        self._arm_reaper()
+
+
+def _scalar_bytes(value: Any, datatype: str) -> bytes:
+    dtype = {"INT32": np.int32, "FP32": np.float32, "BOOL": np.bool_}[datatype]
+    return np.array([value], dtype=dtype).tobytes()
+
+
+def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
+    """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
+    if datatype == "BYTES":
+        return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
+    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(
+        datatype, np.uint64
+    )
+    value = corr if isinstance(corr, int) else 0
+    return np.array([value], dtype=dt).tobytes()
