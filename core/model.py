@@ -4,11 +4,13 @@
 
 1. check the request against the config (:mod:`.validation`);
 2. write every input's bytes once into the core's arena (an input in a
-   client's registered shared-memory region is not copied: its descriptor
-   goes to the worker, which maps the region itself);
+   client's registered system shared-memory region is not copied: its
+   descriptor goes to the worker, which maps the region itself; an input in
+   a CUDA region is copied device→host once, into the arena);
 3. hand the payload to the scheduler, which sends it to a free instance;
 4. turn the worker's RESPONSE frame into an :class:`InferenceResponse`
-   whose outputs are views of shared memory (classification applied here);
+   whose outputs are views of shared memory (classification applied here;
+   an output asked into a CUDA region is copied host→device once, here);
 5. account statistics when the execution's timings arrive.
 
 Runs on the core's event loop.
@@ -26,8 +28,9 @@ from typing import Any, Sequence
 from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
+from .memory.cuda import CudaRef
 from .memory.pool import TensorPool
-from .memory.shm_region import SystemRegion
+from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
 from .model_batching import BatcherServices, SharedBlock
 from .model_instance import InstanceOptions, ModelInstance
 from .request import InferenceRequest
@@ -69,7 +72,7 @@ class _Pending:
     done_ns: int = 0
     error: TritonError | None = None
     recorded: bool = False
-    regions: list[SystemRegion] = field(default_factory=list)  # registered regions in use
+    regions: list[RegisteredRegion] = field(default_factory=list)  # registered regions in use
     #: called with each implicit-state output ``(name, datatype, shape, bytes)`` (sequence batcher)
     on_state: Any = None
     #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
@@ -210,12 +213,23 @@ class Model(BatcherServices):
         sig = self.signature
         batch_size = validate_request(sig, request)
         blocks: list[Block] = []
-        regions: list[SystemRegion] = []
+        regions: list[RegisteredRegion] = []
         wire_inputs = []
         shm_outputs: dict[str, list[int]] = {}
         try:
             for inp in request.inputs:
                 ref = inp.shared_memory
+                if isinstance(ref, CudaRef):  # in a CUDA region: one device→host copy into the arena
+                    is_bytes = sig.inputs[inp.name].datatype.is_bytes
+                    if not is_bytes:
+                        check_input_bytes(sig, request, inp, ref.byte_size)
+                    block = self.pool.allocate(ref.byte_size)
+                    blocks.append(block)
+                    ref.copy_to_host(inp.name, block.view)
+                    if is_bytes:
+                        check_bytes_elements(sig, request, inp, block.view)
+                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
+                    continue
                 if ref is not None:  # in the client's region: checked here, read in place by the worker
                     if sig.inputs[inp.name].datatype.is_bytes:
                         check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
@@ -241,10 +255,11 @@ class Model(BatcherServices):
                 wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
             for out in request.outputs:
                 ref = out.shared_memory
-                if ref is not None:
+                if ref is not None:  # a CUDA region's output comes through the arena (copied in on_response)
                     ref.region.acquire()
                     regions.append(ref.region)
-                    shm_outputs[out.name] = list(ref.descriptor)
+                    if isinstance(ref, ShmRef):
+                        shm_outputs[out.name] = list(ref.descriptor)
         except BaseException:
             for block in blocks:
                 self.pool.free(block)
@@ -375,6 +390,15 @@ class Model(BatcherServices):
                         pending.on_state(name, datatype, list(shape), bytes(data))
                     if name in self._hidden_outputs:
                         continue
+                    cuda_ref = self._cuda_output(request, name)
+                    if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
+                        if nbytes > cuda_ref.byte_size:
+                            raise output_region_too_small(name, cuda_ref.byte_size, nbytes)
+                        cuda_ref.copy_from_host(name, data)
+                        tensor = OutputTensor(name, datatype, list(shape), b"", {})
+                        tensor.shared_memory_region = cuda_ref.region.name
+                        tensors.append(tensor)
+                        continue
                     tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
                     tensors = [self._classify(t, pending.classification) for t in tensors]
@@ -409,6 +433,14 @@ class Model(BatcherServices):
             pending.future.set_result(response)
         else:
             response.release()
+
+    @staticmethod
+    def _cuda_output(request: InferenceRequest, name: str) -> CudaRef | None:
+        """The CUDA-region window output ``name`` was asked into, if any."""
+        for out in request.outputs:
+            if out.name == name:
+                return out.shared_memory if isinstance(out.shared_memory, CudaRef) else None
+        return None
 
     def on_executed(self, payload: Payload) -> None:
         """The execution of ``payload``'s batch returned: account it if its response came."""

@@ -17,6 +17,7 @@ from .tensor import serialize_bytes
 from .types import by_name, from_numpy
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .memory.cuda import CudaRef
     from .memory.shm_region import ShmRef
 
 __all__ = ["InferInput", "RequestedOutput", "InferenceRequest", "ParameterValue"]
@@ -35,7 +36,7 @@ class InferInput:
         length-prefixed elements). None when the data is in a shared-memory region.
     :ivar parameters: the input's parameters (``binary_data_size``, ...).
     :ivar shared_memory: where the data lies when it is in a registered
-        system shared-memory region (see :meth:`SharedMemoryManager.resolve
+        system or CUDA shared-memory region (see :meth:`SharedMemoryManager.resolve
         <tritium.core.memory.shm_region.SharedMemoryManager.resolve>`).
     """
 
@@ -44,7 +45,7 @@ class InferInput:
     shape: list[int]
     data: bytes | bytearray | memoryview | None = None
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
-    shared_memory: "ShmRef | None" = None
+    shared_memory: "ShmRef | CudaRef | None" = None
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> "InferInput":
@@ -76,7 +77,7 @@ class RequestedOutput:
 
     name: str
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
-    shared_memory: "ShmRef | None" = None
+    shared_memory: "ShmRef | CudaRef | None" = None
 
     @property
     def classification(self) -> int:

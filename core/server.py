@@ -55,9 +55,14 @@ class InferenceServer:
 
     :param options: its settings.
     :param plugins: the parsed ``plugins.toml`` (default: read the installation's).
+    :param cuda_runtime: the CUDA runtime for CUDA shared memory, an object with
+        cuda-python's runtime API (default: cuda-python's, when there is a GPU;
+        see :class:`~.memory.cuda.CudaSharedMemoryManager`). Tests inject a fake.
     """
 
-    def __init__(self, options: ServerOptions, plugins: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, options: ServerOptions, plugins: dict[str, Any] | None = None, *, cuda_runtime: Any = None
+    ) -> None:
         self.options = options
         self.plugins = plugins if plugins is not None else load_plugin_settings()
         options.composition = read_composition(self.plugins, default_plugins_file().parent)
@@ -68,7 +73,7 @@ class InferenceServer:
         self.repository = ModelRepositoryManager(options, self.pool)
         #: Triton's system and CUDA shared-memory extensions (client-registered regions)
         self.shared_memory = SharedMemoryManager(self.pool)
-        self.cuda_shared_memory = CudaSharedMemoryManager()
+        self.cuda_shared_memory = CudaSharedMemoryManager(cuda_runtime)
         self.shared_memory.cuda = self.cuda_shared_memory
         self.repository.instance_options.bls = BlsRouter(self)
         self.frontends: list[Frontend] = []

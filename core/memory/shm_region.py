@@ -29,17 +29,28 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import Code, TritonError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .cuda import CudaRef, CudaSharedMemoryManager
     from .pool import TensorPool
 
 log = logging.getLogger("tritium.shared_memory")
 
-__all__ = ["REGION_OWNER", "SystemRegion", "ShmRef", "SharedMemoryManager", "is_region_id", "shm_path"]
+__all__ = [
+    "REGION_OWNER",
+    "RegisteredRegion",
+    "SharedMemoryManager",
+    "ShmRef",
+    "SystemRegion",
+    "check_window",
+    "is_region_id",
+    "output_region_too_small",
+    "shm_path",
+]
 
 #: owner id (high bits of a segment id, see :mod:`.arena`) of registered regions
 REGION_OWNER = 0xFFFFFF
@@ -64,30 +75,46 @@ def shm_path(key: str) -> str | None:
     return os.path.join("/dev/shm", name)
 
 
-@dataclass(slots=True, eq=False)
-class SystemRegion:
-    """One registered region and the open descriptor of its shared-memory object.
+def check_window(name: str, region_byte_size: int, offset: int, byte_size: int | None) -> None:
+    """Check a tensor's window ``(offset, byte_size)`` against a region of ``region_byte_size`` bytes.
 
-    :ivar name: the region name the client chose.
-    :ivar key: the shared-memory key.
-    :ivar offset: where the region starts in the object, bytes.
-    :ivar byte_size: the region's size, bytes.
-    :ivar fd: the object's file descriptor (held by the core; -1 once closed).
-    :ivar id: the descriptor id frames use for it (``REGION_OWNER`` in the high bits).
+    The same checks, in the same order and with the same messages, as Triton's
+    ``GetMemoryInfo``, for system and CUDA regions alike. Overflow-safe.
+
+    :param byte_size: None when the request gave none.
+    :raises TritonError: INVALID_ARG for an offset at or beyond the region's
+        end, or an offset + byte size beyond it (or no byte size).
+    """
+    if offset < 0 or offset >= region_byte_size:
+        raise TritonError(Code.INVALID_ARG, f"Invalid offset for shared memory region: '{name}'")
+    if byte_size is None or byte_size < 0 or byte_size > region_byte_size - offset:
+        raise TritonError(Code.INVALID_ARG, f"Invalid offset + byte size for shared memory region: '{name}'")
+
+
+def output_region_too_small(name: str, byte_size: int, nbytes: int) -> TritonError:
+    """Triton's error for an output of ``nbytes`` bytes asked into a window of ``byte_size`` bytes."""
+    return TritonError(
+        Code.INTERNAL,
+        f"shared memory size specified with the request for output '{name}' ({byte_size} bytes) "
+        f"should be at least {nbytes} bytes to hold the results",
+    )
+
+
+@dataclass(slots=True, eq=False)
+class RegisteredRegion:
+    """What system and CUDA regions share: the count of in-flight requests that use one.
+
+    A region unregistered while requests use it is closed (``closer``) when
+    the last of them has finished.
+
     :ivar users: in-flight requests that reference it.
     :ivar unregistered: True once unregistered (closed when ``users`` drops to 0).
-    :ivar closer: closes it (the manager's).
+    :ivar closer: closes it (its manager's).
     """
 
-    name: str
-    key: str
-    offset: int
-    byte_size: int
-    fd: int
-    id: int
-    users: int = 0
-    unregistered: bool = False
-    closer: Callable[["SystemRegion"], None] | None = None
+    users: int = field(default=0, kw_only=True)
+    unregistered: bool = field(default=False, kw_only=True)
+    closer: Callable[[Any], None] | None = field(default=None, kw_only=True)
 
     def acquire(self) -> None:
         """A request starts using the region (it stays open until :meth:`release`)."""
@@ -98,6 +125,26 @@ class SystemRegion:
         self.users -= 1
         if self.users <= 0 and self.unregistered and self.closer is not None:
             self.closer(self)
+
+
+@dataclass(slots=True, eq=False)
+class SystemRegion(RegisteredRegion):
+    """One registered region and the open descriptor of its shared-memory object.
+
+    :ivar name: the region name the client chose.
+    :ivar key: the shared-memory key.
+    :ivar offset: where the region starts in the object, bytes.
+    :ivar byte_size: the region's size, bytes.
+    :ivar fd: the object's file descriptor (held by the core; -1 once closed).
+    :ivar id: the descriptor id frames use for it (``REGION_OWNER`` in the high bits).
+    """
+
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    fd: int
+    id: int
 
     def read(self, offset: int, nbytes: int) -> bytes:
         """Copy ``nbytes`` at object offset ``offset`` (``pread``: safe even if the object shrinks).
@@ -160,12 +207,12 @@ class SharedMemoryManager:
     :param pool: the core's tensor pool; it sends region descriptors to workers.
     """
 
-    def __init__(self, pool: "TensorPool") -> None:
+    def __init__(self, pool: TensorPool) -> None:
         self._pool = pool
         self._regions: dict[str, SystemRegion] = {}
         self._next = 1
-        #: the CUDA regions (a request naming one gets a clear "not supported" answer)
-        self.cuda: Any = None
+        #: the CUDA regions: :meth:`resolve` finds a name there when it is not a system region
+        self.cuda: CudaSharedMemoryManager | None = None
 
     # -- the extension's calls ---------------------------------------------------
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
@@ -234,8 +281,11 @@ class SharedMemoryManager:
             log.info("unregistered system shared memory region '%s'; %s", n, self.usage_text())
 
     # -- the request path -------------------------------------------------------------
-    def resolve(self, name: str, offset: int, byte_size: int | None) -> ShmRef:
+    def resolve(self, name: str, offset: int, byte_size: int | None) -> ShmRef | CudaRef:
         """The place of a tensor given as ``(region, offset, byte_size)`` (Triton's ``GetMemoryInfo``).
+
+        A name that is not a system region is looked up among the CUDA regions
+        (:meth:`CudaSharedMemoryManager.resolve`, the same checks).
 
         :param byte_size: None when the request gave none.
         :raises TritonError: NOT_FOUND for an unknown region, INVALID_ARG for a
@@ -244,17 +294,11 @@ class SharedMemoryManager:
         region = self._regions.get(name)
         if region is None:
             if self.cuda is not None and self.cuda.has(name):
-                raise TritonError(
-                    Code.UNSUPPORTED,
-                    f"shared memory region '{name}' is a CUDA region: tensors in CUDA shared memory "
-                    "are not supported by tritium yet",
-                )
+                return self.cuda.resolve(name, offset, byte_size)
             raise TritonError(Code.NOT_FOUND, f"Unable to find shared memory region: '{name}'")
-        if offset < 0 or offset >= region.byte_size:
-            raise TritonError(Code.INVALID_ARG, f"Invalid offset for shared memory region: '{name}'")
-        if byte_size is None or byte_size < 0 or byte_size > region.byte_size - offset:
-            raise TritonError(Code.INVALID_ARG, f"Invalid offset + byte size for shared memory region: '{name}'")
+        check_window(name, region.byte_size, offset, byte_size)
         region.check_size()
+        assert byte_size is not None  # check_window refuses None
         return ShmRef(region, region.offset + offset, byte_size)
 
     # -- accounting ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import numpy as np
 from ..backend.api import Request
 from ..errors import Code, TritonError
 from ..memory.arena import EMPTY_SEGMENT, Block
-from ..memory.shm_region import is_region_id
+from ..memory.shm_region import is_region_id, output_region_too_small
 from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
 from ..types import DataType, by_config_name, by_name, element_count, from_numpy
 from .protocol import Kind, ResponseFlag
@@ -266,11 +266,7 @@ class OutputWriter:
             data = memoryview(np.ascontiguousarray(array)).cast("B")
         nbytes = memoryview(data).nbytes
         if nbytes > byte_size:
-            raise TritonError(
-                Code.INTERNAL,
-                f"shared memory size specified with the request for output '{name}' ({byte_size} bytes) "
-                f"should be at least {nbytes} bytes to hold the results",
-            )
+            raise output_region_too_small(name, byte_size, nbytes)
         self.worker.regions.write(region_id, offset, data)
         return [name, dt.name, shape, region_id, offset, nbytes, NO_RELEASE]
 

@@ -24,6 +24,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ...core.errors import Code, TritonError
+from ...core.memory.cuda import CudaRef
 from ...core.memory.shm_region import ShmRef
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
 from ...core.response import InferenceResponse
@@ -159,12 +160,12 @@ def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, An
 
 #: resolves ``(region name, offset, byte size)`` to a registered window
 #: (:meth:`~tritium.core.memory.shm_region.SharedMemoryManager.resolve`)
-RegionResolver = Callable[[str, int, "int | None"], ShmRef]
+RegionResolver = Callable[[str, int, "int | None"], "ShmRef | CudaRef"]
 
 
 def _tensor_parameters(
     params: Mapping[str, pb.InferParameter], name: str, regions: RegionResolver | None
-) -> tuple[dict[str, Any], ShmRef | None]:
+) -> tuple[dict[str, Any], ShmRef | CudaRef | None]:
     """Input or output parameters as Python values, and the shared-memory window they name (if any).
 
     :raises TritonError: Triton's errors for badly typed shared-memory

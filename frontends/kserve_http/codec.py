@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ...core.errors import Code, TritonError
+from ...core.memory.cuda import CudaRef
 from ...core.memory.shm_region import ShmRef
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
 from ...core.response import InferenceResponse
@@ -60,7 +61,7 @@ _LEN = struct.Struct("<I")
 
 #: resolves ``(region name, offset, byte size or None)`` to a registered window
 #: (:meth:`~tritium.core.memory.shm_region.SharedMemoryManager.resolve`)
-RegionResolver = Callable[[str, int, "int | None"], ShmRef]
+RegionResolver = Callable[[str, int, "int | None"], "ShmRef | CudaRef"]
 
 
 def _internal(message: str) -> TritonError:
@@ -274,7 +275,7 @@ def _input_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if isinstance(v, (bool, int, float, str))}
 
 
-def _shared_memory(params: Mapping[str, Any], regions: RegionResolver | None) -> ShmRef | None:
+def _shared_memory(params: Mapping[str, Any], regions: RegionResolver | None) -> ShmRef | CudaRef | None:
     """Check the shared-memory parameters (``CheckSharedMemoryData``); return the window, if any."""
     region = None
     if "shared_memory_region" in params:
@@ -335,7 +336,7 @@ def _inputs(
             raise _invalid(f"{prefix}input '{name}' already exists in request")
         seen.add(name)
         data: bytes | memoryview | None
-        ref: ShmRef | None = None
+        ref: ShmRef | CudaRef | None = None
         if has_binary:
             size = params["binary_data_size"]
             if not _is_uint(size):

@@ -246,28 +246,46 @@ def test_cuda_shared_memory_without_a_gpu(server: ServerProcess) -> None:
     # Triton's text here is "failed to register shared memory region: invalid args"; tritium says why
     message = "failed to register CUDA shared memory region 'c': CUDA is unavailable: no GPU is visible to the server"
     assert (status, json.loads(body)) == _error(400, message)
+    # the region did not register, so a request naming it finds no region (the CUDA data path needs a GPU)
+    assert _infer(server, _r("c", 64)) == _error(404, "Unable to find shared memory region: 'c'")
+    assert _infer(server, OK_IN, _r("c", 64)) == _error(404, "Unable to find shared memory region: 'c'")
     assert _post(server, "/v2/cudasharedmemory/unregister", b"")[0] == 200  # perf_analyzer calls it
     assert _post(server, "/v2/cudasharedmemory/region/zz/unregister", b"")[0] == 200
     c = grpcclient.InferenceServerClient(server.grpc_url)
     assert c.get_cuda_shared_memory_status(as_json=True) == {}
     assert _grpc_error(lambda: c.register_cuda_shared_memory("c", b"\0" * 64, 0, 64)) == (
         "StatusCode.INVALID_ARGUMENT", message)
+    assert _grpc_error(lambda: _ginfer(c, "c", 64)) == ("StatusCode.NOT_FOUND", "Unable to find shared memory region: 'c'")
     c.unregister_cuda_shared_memory()
     c.close()
 
 
 @pytest.mark.skipif(not _has_gpu(), reason="CUDA is unavailable: no GPU is visible on this machine")
-def test_cuda_shared_memory_registration_on_a_gpu(server: ServerProcess) -> None:  # pragma: no cover - GPU only
-    import tritonclient.utils.cuda_shared_memory as cudashm
+def test_cuda_shared_memory_on_a_gpu(server: ServerProcess) -> None:  # pragma: no cover - GPU only
+    from tritium.core.memory.cuda import cuda_unavailable_reason
 
-    handle = cudashm.create_shared_memory_region("c", 64, 0)
+    reason = cuda_unavailable_reason()  # the server runs with this interpreter
+    if reason is not None:
+        pytest.skip(f"CUDA is unavailable: {reason}")
     try:
-        c = grpcclient.InferenceServerClient(server.grpc_url)
+        import tritonclient.utils.cuda_shared_memory as cudashm
+    except (ImportError, RuntimeError) as exc:  # tritonclient 2.51 needs cuda-python<13 (cuda.cudart)
+        pytest.skip(f"tritonclient.utils.cuda_shared_memory is unusable here: {exc}")
+    data = np.arange(16, dtype=np.float32).reshape(1, 16)
+    handle = cudashm.create_shared_memory_region("c", 64, 0)
+    out_handle = cudashm.create_shared_memory_region("cout", 64, 0)
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
         c.register_cuda_shared_memory("c", cudashm.get_raw_handle(handle), 0, 64)
         assert c.get_cuda_shared_memory_status(as_json=True) == {
-            "regions": {"c": {"name": "c", "device_id": 0, "byte_size": "64"}}
+            "regions": {"c": {"name": "c", "byte_size": "64"}}  # proto3 JSON leaves out device_id 0
         }
-        c.unregister_cuda_shared_memory("c")
-        c.close()
+        c.register_cuda_shared_memory("cout", cudashm.get_raw_handle(out_handle), 0, 64)
+        cudashm.set_shared_memory_region(handle, [data])
+        _ginfer(c, "c", 64, out=("cout", 64, 0))
+        np.testing.assert_array_equal(cudashm.get_contents_as_numpy(out_handle, np.float32, [1, 16]), data)
+        c.unregister_cuda_shared_memory()
     finally:
+        c.close()
         cudashm.destroy_shared_memory_region(handle)
+        cudashm.destroy_shared_memory_region(out_handle)
