@@ -75,13 +75,18 @@ class ResponseCache(Protocol):
 
 
 def request_key(model_name: str, model_version: int | str, request: InferenceRequest) -> bytes | None:
-    """The cache key of ``request`` for a model version (None when an input has no bytes here).
+    """The cache key of ``request`` for a model version (None: not cacheable).
+
+    A request is not cacheable when an input has no bytes here or an output is
+    asked into a shared-memory region (its response carries no bytes to keep).
 
     Hashes (SHA-256) the model name and version, then every input in name
     order: its name, datatype, shape and bytes; then the requested outputs
     and their classification counts. Other request parameters (request id,
     priority, timeout, custom parameters) do not take part, as in Triton.
     """
+    if any(out.shared_memory is not None for out in request.outputs):
+        return None
     h = hashlib.sha256()
     h.update(f"{model_name}\0{model_version}\0".encode())
     for inp in sorted(request.inputs, key=lambda i: i.name):

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..errors import Code, TritonError
+from ..memory.staging import deliver_output, stage_input
 from ..model import Model
 from ..request import InferenceRequest
 from ..response import InferenceResponse
@@ -131,6 +132,7 @@ class EnsembleModel:
         sig = self.signature
         batch_size = validate_request(sig, request)
         for inp in request.inputs:
+            stage_input(inp)  # an input in a client's region: read once, then passed between steps
             if inp.data is None:
                 raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
             view = memoryview(inp.data).cast("B")
@@ -139,6 +141,14 @@ class EnsembleModel:
             else:
                 check_input_bytes(sig, request, inp, len(view))
         return batch_size
+
+    def _deliver(self, tensor: Any, wanted: dict[str, int], regions: dict[str, Any]) -> Any:
+        """An ensemble output as the client asked for it: classified, or written into its region."""
+        if tensor.name in wanted:
+            return self._classify(tensor, wanted)
+        if tensor.name in regions:
+            return deliver_output(regions[tensor.name], tensor)
+        return tensor
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         """Run one request through the steps and return the ensemble's single response.
@@ -178,6 +188,9 @@ class EnsembleModel:
         batch_size = self._check(request)
         run = EnsembleRun(self.name, self.steps, self.outputs, self.lookup, request)
         wanted = {o.name: o.classification for o in request.outputs if o.classification > 0}
+        regions = {o.name: o.shared_memory for o in request.outputs if o.shared_memory is not None}
+        for ref in regions.values():
+            ref.region.acquire()  # it stays open until the response is written, even if unregistered
         self.scheduler.inflight += 1
         pending: InferenceResponse | None = None
         ok = False
@@ -186,9 +199,9 @@ class EnsembleModel:
             try:
                 async for response in responses:
                     response.model_version = str(self.version)
-                    if wanted:
+                    if wanted or regions:
                         try:
-                            response.outputs = [self._classify(t, wanted) for t in response.outputs]
+                            response.outputs = [self._deliver(t, wanted, regions) for t in response.outputs]
                         except TritonError:
                             response.release()
                             raise
@@ -206,6 +219,8 @@ class EnsembleModel:
             ok = True
         finally:
             self.scheduler.inflight -= 1
+            for ref in regions.values():
+                ref.region.release()
             await responses.aclose()  # cancels the steps still running when the caller went away
             if not ok and pending is not None:
                 pending.release()
