@@ -83,8 +83,8 @@ def render(rows: list[Row]) -> str:
         f"concurrency {CONCURRENCY}, with and without `--shared-memory system` (inputs and outputs in regions). "
         "`identity_py` is the same model.py on both servers; `identity_16mib` is tritium's identity backend. "
         "Tensor bytes/s count 16 MiB in and 16 MiB out per inference. "
-        "Both servers ran back to back on the same machine; on a shared machine (another workload running) "
-        "treat the numbers as indicative and the ratios as the result.",
+        "Both servers ran back to back on the same machine; absolute numbers vary from run to run on "
+        "these shared machines, the ratios within one run are the result.",
         "",
         "| server | model | protocol | infer/s | tensor MiB/s | p50 (ms) | server CPU / worker CPU per inference (ms) |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
