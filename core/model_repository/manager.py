@@ -390,7 +390,9 @@ class ModelRepositoryManager(ModelLookups):
         """Load added models, unload removed ones, reload changed ones (poll mode)."""
         sources, duplicates = await self._scan()
         for name, entry in list(self.models.items()):
-            if name not in sources and entry.serving:
+            failed = any(st.model is None and st.state == ModelState.UNAVAILABLE and st.reason != "unloaded"
+                         for st in entry.versions.values())
+            if name not in sources and (entry.serving or failed):
                 log.info("model '%s' was removed from the repository: unloading", name)
                 async with self._lock(name):
                     self._unload_entry(entry)
@@ -597,12 +599,18 @@ class ModelRepositoryManager(ModelLookups):
         log.info("successfully loaded '%s' version %d", name, status.version)
 
     def _unload_entry(self, entry: ModelEntry) -> None:
-        """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING)."""
+        """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).
+
+        Versions that had failed to load become "unloaded" too, so they no
+        longer hold the server's readiness down.
+        """
         for status in entry.versions.values():
             if status.model is not None:
                 status.state = ModelState.UNLOADING
                 self._retire(status.model, status)
                 status.model = None
+            elif status.state != ModelState.UNLOADING:
+                status.state, status.reason = ModelState.UNAVAILABLE, "unloaded"
 
     def _retire(self, model: Model, status: VersionStatus | None) -> None:
         """Drain ``model`` (no new requests reach it) and unload it in the background."""

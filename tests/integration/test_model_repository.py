@@ -346,3 +346,42 @@ def test_poll_mode_follows_the_repository(tmp_path: Path, start_server: Any) -> 
     with pytest.raises(InferenceServerException, match="Request for unknown model: 'b'"):
         infer(server, "b")
     assert [e["name"] for e in post(server, "/v2/repository/index")[1]] == ["a", "a"]
+
+
+def _ready(server: ServerProcess) -> int:
+    return http_call(server, "GET", "/v2/health/ready")[0]
+
+
+def test_a_failed_model_unloaded_or_removed_no_longer_holds_readiness(tmp_path: Path, start_server: Any) -> None:
+    """A version that failed to load keeps the server not ready (strict readiness) until it is unloaded or removed."""
+    repo = tmp_path / "repo"
+    add_model(repo, "good", identity_config(dims="[ 4 ]"))
+    add_model(repo, "broken", BROKEN_CONFIG, files={"1/model.py": BROKEN_PY})
+    server = start_server([repo], ["--model-control-mode=explicit", "--load-model=good"])
+    assert _ready(server) == 200
+    assert post(server, "/v2/repository/models/broken/load")[0] == 400
+    assert _ready(server) == 400
+    assert post(server, "/v2/repository/models/broken/unload") == (200, None)
+    (entry,) = [e for e in post(server, "/v2/repository/index")[1] if e["name"] == "broken"]
+    assert (entry["state"], entry["reason"]) == ("UNAVAILABLE", "unloaded")
+    assert _ready(server) == 200
+    assert infer(server, "good").tolist() == [[0, 1, 2, 3]]
+
+
+def test_poll_mode_a_failed_model_removed_no_longer_holds_readiness(tmp_path: Path, start_server: Any) -> None:
+    import shutil
+
+    repo = tmp_path / "repo"
+    add_model(repo, "good", identity_config(dims="[ 4 ]"))
+    server = start_server([repo], ["--model-control-mode=poll", "--repository-poll-secs=1"])
+    assert _ready(server) == 200
+    add_model(repo, "broken", BROKEN_CONFIG, files={"1/model.py": BROKEN_PY})
+    deadline = time.monotonic() + 60
+    while _ready(server) == 200:
+        assert time.monotonic() < deadline, "the failed model never counted against readiness"
+        time.sleep(0.2)
+    shutil.rmtree(repo / "broken")
+    while _ready(server) != 200:
+        assert time.monotonic() < deadline + 30, "readiness stayed down after the failed model was removed"
+        time.sleep(0.2)
+    assert infer(server, "good").tolist() == [[0, 1, 2, 3]]
