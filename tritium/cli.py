@@ -329,7 +329,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         startup_models=list(args.load_model),
         repository_poll_s=float(args.repository_poll_secs),
         allow_file_override=args.model_load_allow_file_override,
-        model_cache_dir=args.model_cache_directory,
+        model_cache_dir=os.path.abspath(args.model_cache_directory) if args.model_cache_directory else None,
         http_restricted_api=_restrictions(parser, "--http-restricted-api", args.http_restricted_api),
         grpc_restricted_protocol=_restrictions(parser, "--grpc-restricted-protocol", args.grpc_restricted_protocol),
         http=args.allow_http,
@@ -344,8 +344,8 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         rate_limit=args.rate_limit,
         rate_limit_resources=list(args.rate_limit_resource),
     )
-    if args.backend_directory:
-        options.backend_directory = args.backend_directory
+    if args.backend_directory:  # absolute: workers run in their model's folder
+        options.backend_directory = os.path.abspath(args.backend_directory)
     return options, args
 
 

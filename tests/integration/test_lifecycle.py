@@ -282,3 +282,20 @@ def test_a_bad_execute_timeout_fails_the_model(tmp_path, start_server):
         dims="[ 4 ]", max_batch_size=0, extra='parameters { key: "execute_timeout_seconds" value: { string_value: "soon" } }'))
     server = start_server([repo], ["--exit-on-error=false"])
     assert "model 'm': execute timeout 'soon' is not a number of seconds >= 0" in server.log()
+
+
+def test_a_relative_backend_directory_is_taken_from_where_the_server_starts(tmp_path):
+    """``--backend-directory=backends`` names a folder relative to the server's working folder, as any path flag."""
+    backends, repo = tmp_path / "backends", tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "examples" / "backends" / "add_sub", backends / "add_sub")
+    add_model(repo, "adder", 'backend: "add_sub"\nmax_batch_size: 0\n')
+    server = ServerProcess(["repo"], ["--backend-directory=backends"], log_path=tmp_path / "server.log", cwd=tmp_path)
+    server.start()
+    try:
+        client = httpclient.InferenceServerClient(server.http_url)
+        inputs = [httpclient.InferInput("INPUT0", [1], "FP32"), httpclient.InferInput("INPUT1", [1], "FP32")]
+        inputs[0].set_data_from_numpy(np.array([2.0], np.float32))
+        inputs[1].set_data_from_numpy(np.array([0.5], np.float32))
+        assert client.infer("adder", inputs).as_numpy("OUTPUT0").tolist() == [2.5]
+    finally:
+        server.stop()
