@@ -317,10 +317,18 @@ class Worker:
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when the core exits (even mid-execution)."""
+    """Ask Linux to SIGKILL this process when the core exits (even mid-execution).
+
+    SIGINT and SIGTERM are ignored: Ctrl-C in a terminal, or a service manager's
+    SIGTERM to the whole process group, is for the core, which drains the
+    requests in flight and then stops its workers itself.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         import ctypes
-        import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1

@@ -299,3 +299,30 @@ def test_a_relative_backend_directory_is_taken_from_where_the_server_starts(tmp_
         assert client.infer("adder", inputs).as_numpy("OUTPUT0").tolist() == [2.5]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_the_whole_process_group_drains_like_one_to_the_server(tmp_path, sig):
+    """Ctrl-C in a terminal (or a service manager's SIGTERM) reaches every process of the group;
+    the workers leave it to the core, which finishes the request in flight and exits cleanly."""
+    server = ServerProcess([_slow_repo(tmp_path)], log_path=tmp_path / "server.log")
+    server._log = open(server.log_path, "wb")
+    server.proc = subprocess.Popen(server.command(), stdout=server._log, stderr=subprocess.STDOUT,
+                                   env=server.env, start_new_session=True)  # its own process group
+    try:
+        server.wait_live()
+        client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+        inp = httpclient.InferInput("INPUT0", [4], "FP32")
+        inp.set_data_from_numpy(np.ones(4, np.float32))
+        results: list[object] = []
+        thread = threading.Thread(target=lambda: results.append(client.infer("slow", [inp]).as_numpy("OUTPUT0")))
+        thread.start()
+        time.sleep(0.3)
+        os.killpg(server.proc.pid, sig)  # the group is the server's own (start_new_session)
+        thread.join(30)
+        assert server.wait_exit(60) == 0
+        assert [r.tolist() for r in results] == [[1.0, 1.0, 1.0, 1.0]]  # type: ignore[attr-defined]
+        log = server.log()
+        assert "Traceback" not in log and "control channel failed" not in log and "killed by signal" not in log
+    finally:
+        server.stop()
