@@ -166,7 +166,15 @@ def choose_backend(spec: str, pyproject: dict, gpu: bool, root: Path = ROOT) -> 
         raise BuildError(f"backend folder {path} holds no libtriton_<name>.py, libtriton_<name>/ or libtriton_<name>.so")
     if name in builtins:
         raise BuildError(f"backend folder {path} provides '{name}', which is the name of a built-in backend")
-    return Part("backend", name, str(path.resolve()), _folder_requirements(path), builtin=False, given=spec)
+    requirements = _folder_requirements(path)
+    if _native(path):  # the C shim that hosts it is built with cffi
+        requirements += _extra(pyproject, "native", False)
+    return Part("backend", name, str(path.resolve()), requirements, builtin=False, given=spec)
+
+
+def _native(folder: Path) -> bool:
+    """Whether a backend folder holds a native library (``libtriton_<name>.so``)."""
+    return any(folder.glob("libtriton_*.so"))
 
 
 def choose_endpoint(name: str, pyproject: dict, gpu: bool, root: Path = ROOT) -> Part:
@@ -375,6 +383,14 @@ def render_dockerfile(plan: Plan) -> str:
     names = ",".join(e.name for e in plan.endpoints)
     ports = " ".join(str(PORTS[e.name]) for e in plan.endpoints if e.name in PORTS)
     gpu_env = "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n" if plan.gpu else ""
+    compiler = ""
+    if any(not b.builtin and _native(Path(b.source)) for b in plan.backends):
+        compiler = (
+            "# a native backend: the C shim that hosts it is compiled (cffi) where it first loads\n"
+            "# hadolint ignore=DL3008\n"
+            "RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \\\n"
+            " && rm -rf /var/lib/apt/lists/*\n"
+        )
     return f"""\
 # Composed by tritium {plan.version} build.py: backends {backends}; endpoints {names}; {'GPU' if plan.gpu else 'CPU'}.
 # Build: docker build -t {plan.image_name} .   (podman build / buildah build work the same)
@@ -400,7 +416,7 @@ LABEL org.opencontainers.image.title="tritium" \\
       io.tritium.endpoints="{names}" \\
       io.tritium.gpu="{str(plan.gpu).lower()}"
 RUN useradd --uid 1000 --user-group --create-home --shell /usr/sbin/nologin tritium
-COPY --from=builder {PREFIX} {PREFIX}
+{compiler}COPY --from=builder {PREFIX} {PREFIX}
 ENV PATH={PREFIX}/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 {gpu_env}USER 1000:1000
 WORKDIR /home/tritium

@@ -140,6 +140,21 @@ def test_third_party_backend_package_brings_its_requirements(tmp_path: Path) -> 
                      "foo/libtriton_foo/__init__.py"]
 
 
+def test_native_backend_folder_brings_cffi_and_a_compiler(tmp_path: Path) -> None:
+    """A folder with libtriton_<name>.so needs the C shim: cffi in the wheelhouse, a C compiler in the image."""
+    folder = tmp_path / "nat"
+    folder.mkdir()
+    (folder / "libtriton_nat.so").write_bytes(b"\x7fELF")  # only its name matters to the plan
+    args = build.parse_args(["--backend", str(folder), "--endpoint", "http"])
+    plan = build.make_plan(args)
+    (backend,) = plan.backends
+    assert backend.requirements == [r for r in build._extra(build._pyproject(ROOT), "native", False)]
+    assert any(p.name.lower() == "cffi" for p in [*plan.pins, *plan.unpinned])
+    dockerfile = build.render_dockerfile(plan)
+    assert "apt-get install -y --no-install-recommends gcc libc6-dev" in dockerfile
+    assert "gcc" not in build.render_dockerfile(build.make_plan(build.parse_args(["--backend", "identity", "--endpoint", "http"])))
+
+
 def healthcheck_probe(dockerfile: str, port: int) -> str:
     """The python code of the Dockerfile's HEALTHCHECK, aimed at ``port``."""
     match = re.search(r'CMD \["python", "-c", "(.*)"\]\n', dockerfile)
