@@ -206,7 +206,7 @@ A model whose config says `backend: "{name}"` is served by this backend:
 `OUTPUT0 = 2 * INPUT0` (FP32). Replace the computation with yours.
 
 {build}
-Test it (needs `pip install 'tritium[test]'`{compiler}):
+Test it (needs `pip install pytest 'tritonclient[http,grpc]'`{compiler}):
 
 ```sh
 python -m pytest test_{name}.py
@@ -247,7 +247,7 @@ def generate(name: str, language: str, directory: Path) -> Path:
         script.write_text(_BUILD_SH.format(name=name))
         script.chmod(0o755)
         build = f"Build it (a C compiler and tritium installed):\n\n```sh\n./build.sh   # -> {library}\n```\n"
-        compiler = " and a C compiler"
+        compiler = ", tritium with its `native` extra and a C compiler"
     (folder / f"test_{name}.py").write_text(_TEST.format(name=name, library=library))
     (folder / "README.md").write_text(
         _README.format(name=name, language=language, build=build, compiler=compiler, library=library)
