@@ -29,7 +29,11 @@ class TritonPythonModel:
             images = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
             try:
                 pixels = np.stack([preprocess(bytes(element)) for element in images.reshape(-1)])
-            except (OSError, UnidentifiedImageError, ValueError) as exc:
+            except UnidentifiedImageError:
+                error = pb_utils.TritonError("cannot decode IMAGE: not an image file Pillow can read")
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
+            except (OSError, ValueError) as exc:
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"cannot decode IMAGE: {exc}")))
                 continue
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("PIXELS", pixels)]))
