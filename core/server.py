@@ -112,6 +112,10 @@ class InferenceServer:
                     await frontend.stop(0)
                 await self.repository.unload_all()
                 raise
+            names = [getattr(f, "name", type(f).__name__) for f in self.frontends]
+            missing = [n for n in ("http", "grpc", "metrics") if n not in names]
+            log.info("endpoints: %s%s", ", ".join(names) or "none",
+                     f" (not enabled or not in this server: {', '.join(missing)})" if missing else "")
         self._started = True
 
     async def stop(self) -> None:
