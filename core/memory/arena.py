@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 
 from ..errors import Code, TritonError
 
-__all__ = ["Segment", "Block", "Arena", "SegmentTable", "EMPTY_SEGMENT", "DEFAULT_SEGMENT_SIZE"]
+__all__ = ["Segment", "Block", "Arena", "SegmentTable", "EMPTY_SEGMENT", "DEFAULT_SEGMENT_SIZE", "window_inside"]
 
 ALIGNMENT = 64
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024  # bytes; pages are only backed once touched
@@ -40,6 +40,10 @@ _OWNER_SHIFT = 24
 def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
 
+
+def window_inside(offset: int, nbytes: int, size: int) -> bool:
+    """Whether ``[offset, offset+nbytes)`` lies within ``size`` bytes (overflow-safe; descriptors from frames)."""
+    return 0 <= offset <= size and 0 <= nbytes <= size - offset
 
 class Segment:
     """One mapped shared-memory segment.
@@ -337,7 +341,7 @@ class SegmentTable:
         segment = self._segments.get(seg_id)
         if segment is None:
             raise TritonError(Code.INTERNAL, f"descriptor names unknown shared-memory segment {seg_id:#x}")
-        if offset < 0 or nbytes < 0 or offset > segment.size or nbytes > segment.size - offset:
+        if not window_inside(offset, nbytes, segment.size):
             raise TritonError(
                 Code.INTERNAL,
                 f"descriptor [{offset}, {offset}+{nbytes}) lies outside segment {seg_id:#x} of {segment.size} bytes",

@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 
 from ..errors import Code, TritonError
+from .arena import window_inside
 
 __all__ = ["RegionTable"]
 
@@ -93,7 +94,7 @@ class RegionTable:
         region = self._regions.get(region_id)
         if region is None:
             raise TritonError(Code.INTERNAL, f"descriptor names unknown shared memory region {region_id:#x}")
-        if offset < 0 or nbytes < 0 or offset > region.size or nbytes > region.size - offset:
+        if not window_inside(offset, nbytes, region.size):
             raise TritonError(
                 Code.INTERNAL,
                 f"descriptor [{offset}, {offset}+{nbytes}) lies outside shared memory region '{region.name}' "
