@@ -1,15 +1,22 @@
 """The gRPC endpoint: KServe v2 ``inference.GRPCInferenceService`` with Triton's extensions.
 
-Serves on ``--grpc-address``/``--grpc-port`` (default ``0.0.0.0:8001``) with
-grpc.aio on the core's event loop, next to ``grpc.health.v1.Health/Check``
-(SERVING while the server is ready), as ``tritonserver`` does. Clients:
-``tritonclient.grpc`` (sync, aio, streaming) and ``perf_analyzer -i grpc``.
+Serves on ``--grpc-address``/``--grpc-port`` (default ``0.0.0.0:8001``),
+next to ``grpc.health.v1.Health/Check`` (SERVING while the server is ready),
+as ``tritonserver`` does. Clients: ``tritonclient.grpc`` (sync, aio,
+streaming) and ``perf_analyzer -i grpc``.
 
-Message sizes: a request may be up to ``max_request_bytes`` (capped at
-gRPC's 2 GiB - 1 limit); responses are not limited, as in Triton.
+Two transports carry the same servicers (:mod:`.servicer`) on the core's
+event loop: the native one (:mod:`.native_transport`: gRPC's C++ server, an
+extension built when ``libgrpc++-dev`` is installed) and grpc.aio
+(:mod:`.aio_transport`). Message sizes: a request may be up to
+``max_request_bytes`` (capped at gRPC's 2 GiB - 1 limit); responses are not
+limited, as in Triton.
 
 ``plugins.toml`` settings (``[frontends.grpc]``): ``options``, a table of
-extra gRPC channel arguments (``"grpc.keepalive_time_ms" = 7200000``).
+extra gRPC channel arguments (``"grpc.keepalive_time_ms" = 7200000``);
+``transport``: ``"auto"`` (default: native when built, else grpc.aio, said
+once in the log), ``"native"`` (an error at start-up when not built) or
+``"aio"``.
 """
 
 from __future__ import annotations
@@ -17,19 +24,31 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-import grpc
-
 from ...core.errors import Code, TritonError
 from ...core.hookspecs import hookimpl
-from ...proto import grpc_service_pb2_grpc, health_pb2_grpc
-from .restricted import RestrictedInterceptor
-from .servicer import HealthServicer, InferenceServicer, infer_handler
+from .servicer import HealthServicer, InferenceServicer
 
 log = logging.getLogger("tritium.grpc")
 
-__all__ = ["GRPCFrontend", "tritium_frontend"]
+__all__ = ["GRPCFrontend", "tritium_frontend", "TRANSPORTS"]
 
 _MAX_MESSAGE = (1 << 31) - 1  # gRPC's limit on a message (INT_MAX)
+
+#: the values of ``[frontends.grpc] transport``
+TRANSPORTS = ("auto", "native", "aio")
+
+
+def load_native_transport() -> tuple[Any, str]:
+    """The :class:`~.native_transport.NativeTransport` class, or None and why it cannot be used."""
+    try:
+        from .native_transport import NativeTransport
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}._native":
+            raise
+        return None, "the extension was not built: install libgrpc++-dev and pkg-config, then reinstall tritium"
+    except ImportError as exc:  # built, but a library it links against is missing
+        return None, str(exc)
+    return NativeTransport, ""
 
 
 class GRPCFrontend:
@@ -41,6 +60,8 @@ class GRPCFrontend:
     :param max_request_bytes: the largest request message accepted.
     :param options: extra gRPC channel arguments.
     :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
+    :param transport: ``"auto"``, ``"native"`` or ``"aio"`` (see the module's docs).
+    :raises TritonError: INVALID_ARG for another ``transport``.
     """
 
     name = "grpc"
@@ -53,7 +74,13 @@ class GRPCFrontend:
         max_request_bytes: int = _MAX_MESSAGE,
         options: Mapping[str, Any] | None = None,
         restrictions: dict[str, tuple[str, str]] | None = None,
+        transport: str = "auto",
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"[frontends.grpc] transport = {transport!r}: expected one of {', '.join(TRANSPORTS)}",
+            )
         self.server = server
         self.address = f"{address}:{port}" if ":" not in address else f"[{address}]:{port}"
         base: dict[str, Any] = {
@@ -65,34 +92,39 @@ class GRPCFrontend:
         base.update(options or {})
         self.options = list(base.items())
         self.restrictions = dict(restrictions or {})
-        self._grpc: grpc.aio.Server | None = None
+        self.transport = transport
+        self._transport: Any = None
+
+    def _make_transport(self) -> Any:
+        servicer, health = InferenceServicer(self.server), HealthServicer(self.server)
+        if self.transport != "aio":
+            native, reason = load_native_transport()
+            if native is not None:
+                return native(servicer, health, self.options, self.restrictions)
+            if self.transport == "native":
+                raise TritonError(Code.UNAVAILABLE, f"gRPC: native transport not available ({reason})")
+            log.warning("gRPC: native transport not available (%s); using grpc.aio", reason)
+        from .aio_transport import AioTransport
+
+        return AioTransport(servicer, health, self.options, self.restrictions)
 
     async def start(self) -> None:
         """Bind and serve (runs on the core's event loop, while the server starts).
 
-        :raises TritonError: UNAVAILABLE when the address cannot be bound.
+        :raises TritonError: UNAVAILABLE when the address cannot be bound, or
+            the native transport was asked for and is not built.
         """
-        interceptors = [RestrictedInterceptor(self.restrictions)] if self.restrictions else []
-        server = grpc.aio.server(options=self.options, interceptors=interceptors)
-        servicer = InferenceServicer(self.server)
-        server.add_generic_rpc_handlers((infer_handler(servicer),))  # first: it wins for ModelInfer
-        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
-        health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(self.server), server)
-        try:
-            bound = server.add_insecure_port(self.address)
-        except RuntimeError:
-            bound = 0
-        if not bound:
-            raise TritonError(Code.UNAVAILABLE, f"Socket '{self.address}' already in use ")
-        await server.start()
-        self._grpc = server
+        transport = self._make_transport()
+        await transport.start(self.address)
+        self._transport = transport
         log.info("Started GRPCInferenceService at %s", self.address)
+        log.info("gRPC transport: %s", transport.name)
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; let running ones finish for up to ``grace`` seconds, then close."""
-        server, self._grpc = self._grpc, None
-        if server is not None:
-            await server.stop(grace)
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.stop(grace)
 
 
 @hookimpl
@@ -108,4 +140,5 @@ def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> GRP
         options.max_request_bytes,
         dict(settings.get("options") or {}),
         options.grpc_restricted_protocol,
+        str(settings.get("transport", "auto")),
     )

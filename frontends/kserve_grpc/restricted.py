@@ -6,17 +6,18 @@ the repository RPCs to calls whose metadata has
 calls fail with UNAVAILABLE ``This protocol is restricted, expecting header
 'triton-grpc-protocol-admin-key'``, as in Triton (the message keeps the
 key's case as given; the key matches in lower case, since gRPC metadata keys
-are lower-case — Triton never matches a key given with capitals). A server interceptor, so
-that it covers every RPC whichever module implements it.
+are lower-case — Triton never matches a key given with capitals). On grpc.aio a server
+interceptor, so that it covers every RPC whichever module implements it; the native transport
+asks :func:`refusal` before it dispatches a call.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import grpc
 
-__all__ = ["RestrictedInterceptor", "METHOD_GROUPS", "HEADER_PREFIX"]
+__all__ = ["RestrictedInterceptor", "METHOD_GROUPS", "HEADER_PREFIX", "STREAMING", "rule_for", "refusal"]
 
 HEADER_PREFIX = "triton-grpc-protocol-"
 
@@ -43,7 +44,22 @@ METHOD_GROUPS = {
     "TraceSetting": "trace",
     "LogSettings": "logging",
 }
-_STREAMING = {"ModelStreamInfer"}
+#: the streaming RPCs (the others are unary)
+STREAMING = {"ModelStreamInfer"}
+
+
+def rule_for(method: str, restrictions: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """The (header, value) a call of ``method`` (``/package.Service/Name``) must carry, or None."""
+    group = METHOD_GROUPS.get(method.rsplit("/", 1)[-1]) if method.startswith("/inference.") else None
+    return restrictions.get(group) if group is not None else None
+
+
+def refusal(rule: tuple[str, str], metadata: Iterable[tuple[str, Any]]) -> str | None:
+    """Triton's UNAVAILABLE message for a call whose ``metadata`` lacks ``rule``'s header, else None."""
+    key = HEADER_PREFIX + rule[0]
+    if dict(metadata).get(key.lower()) == rule[1]:  # gRPC metadata keys are lower-case
+        return None
+    return f"This protocol is restricted, expecting header '{key}'"
 
 
 class RestrictedInterceptor(grpc.aio.ServerInterceptor):
@@ -60,14 +76,11 @@ class RestrictedInterceptor(grpc.aio.ServerInterceptor):
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        method = handler_call_details.method.rsplit("/", 1)[-1]
-        group = METHOD_GROUPS.get(method) if handler_call_details.method.startswith("/inference.") else None
-        rule = self.restrictions.get(group) if group is not None else None
+        rule = rule_for(handler_call_details.method, self.restrictions)
         if rule is not None:
-            key = HEADER_PREFIX + rule[0]
-            metadata = dict(handler_call_details.invocation_metadata or ())
-            if metadata.get(key.lower()) != rule[1]:  # gRPC metadata keys are lower-case
-                return _refusal(method in _STREAMING, f"This protocol is restricted, expecting header '{key}'")
+            message = refusal(rule, handler_call_details.invocation_metadata or ())
+            if message is not None:
+                return _refusal(handler_call_details.method.rsplit("/", 1)[-1] in STREAMING, message)
         return await continuation(handler_call_details)
 
 

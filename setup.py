@@ -1,0 +1,65 @@
+"""Build hook for the one compiled part: the gRPC endpoint's native transport (a C++ extension).
+
+Everything else about the distribution is in pyproject.toml. The extension
+``tritium.frontends.kserve_grpc._native`` is built from
+``frontends/kserve_grpc/_native.cc`` against the gRPC C++ library found by
+``pkg-config grpc++`` (Debian: ``libgrpc++-dev`` and ``pkg-config``, plus a
+C++ compiler). When any of that is missing, or the build fails, it is skipped
+with a message saying why, the install goes on, and the gRPC endpoint uses
+grpc.aio (and says so in the log).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+NAME = "tritium.frontends.kserve_grpc._native"
+SOURCE = "frontends/kserve_grpc/_native.cc"
+
+
+def _skip(reason: str) -> None:
+    print(f"tritium: native gRPC transport not built ({reason}); the gRPC endpoint will use grpc.aio",
+          file=sys.stderr)
+
+
+def _pkg_config(flag: str) -> list[str]:
+    result = subprocess.run(["pkg-config", flag, "grpc++"], capture_output=True, text=True, check=True)
+    return shlex.split(result.stdout)
+
+
+def native_extensions() -> list[Extension]:
+    """The extension when pkg-config knows grpc++; otherwise none (and why, on stderr)."""
+    if shutil.which("pkg-config") is None:
+        _skip("pkg-config not found: install pkg-config and libgrpc++-dev")
+        return []
+    try:
+        cflags, libs = _pkg_config("--cflags"), _pkg_config("--libs")
+    except subprocess.CalledProcessError:
+        _skip("pkg-config finds no grpc++: install libgrpc++-dev")
+        return []
+    return [
+        Extension(
+            NAME, [SOURCE], language="c++",
+            extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden", *cflags],
+            extra_link_args=libs,
+        )
+    ]
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that reports a failed build of the native transport instead of failing the install."""
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # a compiler error, a missing header: grpc.aio remains
+            _skip(f"build failed: {exc}")
+
+
+setup(ext_modules=native_extensions(), cmdclass={"build_ext": OptionalBuildExt})
