@@ -2,7 +2,7 @@
 
 Everything else about the distribution is in pyproject.toml. The extension
 ``tritium.frontends.kserve_grpc._native`` is built from
-``frontends/kserve_grpc/_native.cc`` against the gRPC C++ library found by
+``frontends/kserve_grpc/_native_*.cc`` against the gRPC C++ library found by
 ``pkg-config grpc++`` (Debian: ``libgrpc++-dev`` and ``pkg-config``, plus a
 C++ compiler). When any of that is missing, or the build fails, it is skipped
 with a message saying why, the install goes on, and the gRPC endpoint uses
@@ -20,7 +20,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 NAME = "tritium.frontends.kserve_grpc._native"
-SOURCE = "frontends/kserve_grpc/_native.cc"
+SOURCES = ["frontends/kserve_grpc/_native_transport.cc", "frontends/kserve_grpc/_native_module.cc"]
 
 
 def _skip(reason: str) -> None:
@@ -45,7 +45,7 @@ def native_extensions() -> list[Extension]:
         return []
     return [
         Extension(
-            NAME, [SOURCE], language="c++",
+            NAME, SOURCES, language="c++", depends=["frontends/kserve_grpc/_native_transport.h"],
             extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden", *cflags],
             extra_link_args=libs,
         )

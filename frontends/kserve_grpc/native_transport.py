@@ -1,13 +1,13 @@
 """The native transport of the gRPC endpoint: gRPC's C++ server feeding the one servicer on the event loop.
 
-The extension module :mod:`._native` (``_native.cc``, built when the gRPC C++
-headers are present) runs a gRPC C++ server with one generic callback
-service: every call reaches Python as its method name and raw message bytes,
-and Python answers with raw bytes and a status. gRPC's threads never take the
-GIL; they queue events and wake the event loop through an eventfd, and
-:meth:`NativeTransport._on_events` takes them all in one call. So the per-call
-work in Python is the servicer's own (parse, call the core, serialize), with
-none of grpcio's Python machinery around it.
+The extension module :mod:`._native` (``_native_*.cc``, built when the gRPC
+C++ headers are present) runs a gRPC C++ server (the async API, one generic
+service, one polling thread): every call reaches Python as its method name
+and raw message bytes, and Python answers with raw bytes and a status.
+gRPC's thread never takes the GIL; it queues events and wakes the event loop
+through an eventfd, and :meth:`NativeTransport._on_events` takes them all in
+one call. So the per-call work in Python is the servicer's own (parse, call
+the core, serialize), with none of grpcio's Python machinery around it.
 
 Each unary call runs as one task on the core's event loop; a client that
 cancels, disconnects or passes its deadline cancels that task, as on
@@ -105,6 +105,10 @@ class NativeContext:
             self._writable.set_result(None)
 
 
+#: a call's handler once Python is done with it (None: a call not seen yet)
+_DONE = object()
+
+
 def _finish(call: Any, body: bytes | list[Any] | None, context: NativeContext) -> None:
     code = context.code
     call.finish(body if code is _OK else None, code.value[0], context.details)
@@ -191,7 +195,7 @@ class _Stream:
             log.error("%s failed: %s", self.call.method, exc, exc_info=exc)
             self.call.finish(None, _UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
         finally:
-            self.call.handler = None
+            self.call.handler = _DONE
 
 
 class NativeTransport:
@@ -204,7 +208,7 @@ class NativeTransport:
     :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
     """
 
-    name = "native"
+    name = f"native (gRPC C++ {_native.GRPC_VERSION})"
 
     def __init__(
         self,
@@ -245,6 +249,12 @@ class NativeTransport:
         await self._loop.run_in_executor(None, server.shutdown, grace)
         self._dispatch(server.drain())  # the last cancellations
         self._loop.remove_reader(server.fileno())
+        for _ in range(100):  # cancelled tasks let go of their calls within a few loop turns
+            if not _native.live_calls():
+                break
+            await asyncio.sleep(0.01)
+        else:
+            log.warning("gRPC: %d calls not released at shutdown", _native.live_calls())
 
     # -- events ------------------------------------------------------------------------------
     def _on_events(self) -> None:
@@ -254,25 +264,31 @@ class NativeTransport:
     def _dispatch(self, events: list[tuple[Any, int, bytes | None]]) -> None:
         for call, kind, payload in events:
             handler = call.handler
-            if handler is not None:
+            if handler is None:  # a new call: its first message, or the end of a stream without one
                 if kind == CANCELLED:
-                    handler.cancel()
+                    call.handler = _DONE  # over before it began
                 else:
-                    handler.feed(kind, payload)
-            elif kind == MESSAGE or kind == READS_DONE:
-                self._begin(call, payload)
-            # else: a cancellation or write-room of a call Python is done with
+                    self._begin(call, payload)
+            elif handler is _DONE:
+                continue  # an event that crossed Python's finish
+            elif kind == CANCELLED:  # the client cancelled, disconnected or ran past its deadline
+                handler.cancel()
+                call.handler = _DONE
+            else:  # a stream's next message, its end, or room to write
+                handler.feed(kind, payload)
 
     def _begin(self, call: Any, payload: bytes | None) -> None:
         """A new call: refuse it, or start its task."""
         method = self.methods.get(call.method)
         if method is None:
             call.finish(None, _UNIMPLEMENTED, "Method not found!")
+            call.handler = _DONE
             return
         if method.rule is not None:
             message = refusal(method.rule, call.metadata())
             if message is not None:
                 call.finish(None, _UNAVAILABLE, message)
+                call.handler = _DONE
                 return
         assert self._loop is not None
         if method.streaming:
@@ -284,6 +300,7 @@ class NativeTransport:
                 stream.feed(READS_DONE, None)
         elif payload is None:
             call.finish(None, _INVALID, "a unary call carried no request message")
+            call.handler = _DONE
         else:
             call.handler = self._loop.create_task(self._unary(call, method, payload))
 
@@ -307,4 +324,4 @@ class NativeTransport:
             log.error("%s failed: %s", call.method, exc, exc_info=exc)
             call.finish(None, _UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
         finally:
-            call.handler = None
+            call.handler = _DONE
