@@ -2,7 +2,9 @@
 // tritium.frontends.kserve_grpc._native (Server, Call, split_raw_inputs).
 //
 // Everything here runs on Python's thread with the GIL held, except the copies of large
-// messages and the starting of gRPC operations, which release it. See _native_transport.h for the
+// messages and the starting of gRPC operations, which release it. A message goes each way with
+// one copy: from gRPC's slices into a bytes object (or, when large, a pooled Payload buffer),
+// and from Python's buffers into one gRPC slice (pooled when large). See _native_transport.h for the
 // threads and lifetimes of the C++ side; native_transport.py for how Python drives it.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,68 +22,122 @@ using tritium_grpc::Engine;
 using tritium_grpc::Event;
 using tritium_grpc::Hub;
 
-// Copies at least this large run with the GIL released.
-constexpr size_t kReleaseGilBytes = 64u << 10;
+// == Payload: a received large message in a pooled buffer (bytes-like, read-only) =================
+struct PayloadObject {
+  PyObject_HEAD void* data;  // from pool::Get
+  Py_ssize_t size;
+};
 
-// A bytes-like object, or a list/tuple of them -> one gRPC slice: one copy.
-bool ToByteBuffer(PyObject* data, grpc::ByteBuffer* out) {
-  bool many = PyList_Check(data) || PyTuple_Check(data);
-  PyObject* parts = many ? PySequence_Fast(data, "") : PyTuple_Pack(1, data);
-  if (parts == nullptr) return false;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(parts);
-  std::vector<Py_buffer> views(n);
-  size_t total = 0;
-  Py_ssize_t got = 0;
-  for (; got < n; ++got) {
-    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(parts, got), &views[got], PyBUF_C_CONTIGUOUS) < 0) break;
-    total += views[got].len;
-  }
-  bool ok = got == n;
-  if (ok) {
-    grpc::Slice slice(total);  // uninitialized; filled here before anyone else sees it
-    auto copy = [&] {
-      auto* p = const_cast<uint8_t*>(slice.begin());
-      for (auto& view : views) {
-        std::memcpy(p, view.buf, view.len);
-        p += view.len;
-      }
-    };
-    if (total >= kReleaseGilBytes) {
-      Py_BEGIN_ALLOW_THREADS copy();
-      Py_END_ALLOW_THREADS
-    } else {
-      copy();
-    }
-    grpc::ByteBuffer buffer(&slice, 1);
-    out->Swap(&buffer);
-  }
-  for (Py_ssize_t i = 0; i < got; ++i) PyBuffer_Release(&views[i]);
-  Py_DECREF(parts);
-  return ok;
+PyTypeObject* payload_type = nullptr;  // set when the module loads
+
+int PayloadGetBuffer(PayloadObject* self, Py_buffer* view, int flags) {
+  return PyBuffer_FillInfo(view, reinterpret_cast<PyObject*>(self), self->data, self->size, 1, flags);
 }
 
-// A received message (gRPC's slices) -> bytes: one copy.
-PyObject* ToBytes(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return PyErr_Format(PyExc_ValueError, "unreadable message");
-  size_t total = 0;
-  for (auto& s : slices) total += s.size();
-  PyObject* bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
-  if (bytes == nullptr) return nullptr;
-  char* p = PyBytes_AS_STRING(bytes);
+void PayloadDealloc(PayloadObject* self) {  // no view is left: the buffer goes back to the pool
+  if (self->data != nullptr) tritium_grpc::pool::Put(self->data);
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_Free(self);
+  Py_DECREF(type);
+}
+
+PyType_Slot payload_slots[] = {
+    {Py_tp_doc, const_cast<char*>("A received message's bytes (a memoryview of it is what drain gives).")},
+    {Py_tp_dealloc, reinterpret_cast<void*>(PayloadDealloc)},
+    {Py_bf_getbuffer, reinterpret_cast<void*>(PayloadGetBuffer)},
+    {0, nullptr}};
+
+PyType_Spec payload_spec = {"tritium.frontends.kserve_grpc._native.Payload", sizeof(PayloadObject), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, payload_slots};
+
+// Copy parts into dest, with the GIL released when they are large.
+template <class Parts>
+void CopyParts(char* dest, const Parts& parts, size_t total) {
   auto copy = [&] {
-    for (auto& s : slices) {
-      std::memcpy(p, s.begin(), s.size());
-      p += s.size();
+    for (const auto& [data, size] : parts) {
+      std::memcpy(dest, data, size);
+      dest += size;
     }
   };
-  if (total >= kReleaseGilBytes) {  // the new bytes object is not visible to anyone yet
+  if (total >= tritium_grpc::pool::kMin) {
     Py_BEGIN_ALLOW_THREADS copy();
     Py_END_ALLOW_THREADS
   } else {
     copy();
   }
-  return bytes;
+}
+
+// A received message (gRPC's slices) -> bytes, or for a large one a memoryview of a Payload: one copy.
+PyObject* ToPython(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return PyErr_Format(PyExc_ValueError, "unreadable message");
+  std::vector<std::pair<const void*, size_t>> parts;
+  size_t total = 0;
+  for (auto& s : slices) {
+    parts.emplace_back(s.begin(), s.size());
+    total += s.size();
+  }
+  if (total < tritium_grpc::pool::kMin) {
+    PyObject* bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+    if (bytes != nullptr) CopyParts(PyBytes_AS_STRING(bytes), parts, total);
+    return bytes;
+  }
+  auto* payload = PyObject_New(PayloadObject, payload_type);
+  if (payload == nullptr) return nullptr;
+  try {
+    payload->data = tritium_grpc::pool::Get(total);
+  } catch (const std::bad_alloc&) {
+    payload->data = nullptr;
+    Py_DECREF(payload);
+    return PyErr_NoMemory();
+  }
+  payload->size = static_cast<Py_ssize_t>(total);
+  CopyParts(static_cast<char*>(payload->data), parts, total);
+  PyObject* view = PyMemoryView_FromObject(reinterpret_cast<PyObject*>(payload));
+  Py_DECREF(payload);
+  return view;
+}
+
+// A bytes-like object, or a list/tuple of them -> one gRPC slice: one copy (into a pooled buffer
+// when large; gRPC gives it back when it has sent it).
+bool ToByteBuffer(PyObject* data, grpc::ByteBuffer* out) {
+  bool many = PyList_Check(data) || PyTuple_Check(data);
+  PyObject* items = many ? PySequence_Fast(data, "") : PyTuple_Pack(1, data);
+  if (items == nullptr) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+  std::vector<Py_buffer> views(n);
+  std::vector<std::pair<const void*, size_t>> parts;
+  size_t total = 0;
+  Py_ssize_t got = 0;
+  for (; got < n; ++got) {
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(items, got), &views[got], PyBUF_C_CONTIGUOUS) < 0) break;
+    parts.emplace_back(views[got].buf, views[got].len);
+    total += views[got].len;
+  }
+  bool ok = got == n;
+  if (ok && total < tritium_grpc::pool::kMin) {
+    grpc::Slice slice(total);  // uninitialized; filled before anyone else sees it
+    CopyParts(reinterpret_cast<char*>(const_cast<uint8_t*>(slice.begin())), parts, total);
+    grpc::ByteBuffer buffer(&slice, 1);
+    out->Swap(&buffer);
+  } else if (ok) {
+    void* memory = nullptr;
+    try {
+      memory = tritium_grpc::pool::Get(total);
+    } catch (const std::bad_alloc&) {
+      PyErr_NoMemory();
+      ok = false;
+    }
+    if (ok) {
+      CopyParts(static_cast<char*>(memory), parts, total);
+      grpc::Slice slice(memory, total, tritium_grpc::pool::Put);
+      grpc::ByteBuffer buffer(&slice, 1);
+      out->Swap(&buffer);
+    }
+  }
+  for (Py_ssize_t i = 0; i < got; ++i) PyBuffer_Release(&views[i]);
+  Py_DECREF(items);
+  return ok;
 }
 
 // == Call: Python's handle on one RPC ==========================================================
@@ -319,7 +375,7 @@ PyObject* ServerDrain(ServerObject* self, PyObject*) {
     PyObject* call = WrapCall(event.call);  // takes over the event's reference
     PyObject* payload = nullptr;
     if (call != nullptr) {
-      payload = event.kind == tritium_grpc::kMessage ? ToBytes(event.message) : Py_NewRef(Py_None);
+      payload = event.kind == tritium_grpc::kMessage ? ToPython(event.message) : Py_NewRef(Py_None);
     }
     PyObject* item = payload != nullptr ? Py_BuildValue("(OiO)", call, event.kind, payload) : nullptr;
     Py_XDECREF(call);
@@ -471,8 +527,9 @@ PyMODINIT_FUNC PyInit__native() {
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   call_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&call_spec));
+  payload_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&payload_spec));
   PyObject* server_type = PyType_FromSpec(&server_spec);
-  if (call_type == nullptr || server_type == nullptr || PyModule_AddObject(module, "Server", server_type) < 0 ||
+  if (call_type == nullptr || payload_type == nullptr || server_type == nullptr || PyModule_AddObject(module, "Server", server_type) < 0 ||
       PyModule_AddIntConstant(module, "MESSAGE", tritium_grpc::kMessage) < 0 ||
       PyModule_AddIntConstant(module, "READS_DONE", tritium_grpc::kReadsDone) < 0 ||
       PyModule_AddIntConstant(module, "CANCELLED", tritium_grpc::kCancelled) < 0 ||

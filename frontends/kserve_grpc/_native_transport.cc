@@ -4,11 +4,61 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 
 namespace tritium_grpc {
 
 std::atomic<long> live_calls{0};
+
+// -- pool --------------------------------------------------------------------------------------
+namespace pool {
+namespace {
+constexpr size_t kHeader = 64;  // before the data: the buffer's class (keeps the data aligned)
+constexpr int kClasses = 11;    // kMin << 0 .. kMin << 10 == kMax
+std::mutex mu;
+std::vector<void*> free_lists[kClasses];
+size_t kept = 0;
+
+int ClassOf(size_t size) {
+  int c = 0;
+  while (c < kClasses && (kMin << c) < size) ++c;
+  return c;  // kClasses: too large to keep
+}
+}  // namespace
+
+void* Get(size_t size) {
+  int c = ClassOf(size);
+  if (c < kClasses) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!free_lists[c].empty()) {
+      void* data = free_lists[c].back();
+      free_lists[c].pop_back();
+      kept -= kMin << c;
+      return data;
+    }
+  }
+  auto* block = static_cast<char*>(std::malloc(kHeader + (c < kClasses ? kMin << c : size)));
+  if (block == nullptr) throw std::bad_alloc();
+  *reinterpret_cast<int*>(block) = c;
+  return block + kHeader;
+}
+
+void Put(void* data) {
+  char* block = static_cast<char*>(data) - kHeader;
+  int c = *reinterpret_cast<int*>(block);
+  if (c < kClasses) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (kept + (kMin << c) <= kKeep) {
+      free_lists[c].push_back(data);
+      kept += kMin << c;
+      return;
+    }
+  }
+  std::free(block);
+}
+}  // namespace pool
 
 // -- Hub ---------------------------------------------------------------------------------------
 Hub::Hub() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}

@@ -31,13 +31,13 @@ from ...core.response import InferenceResponse
 from ...core.tensor import serialize_bytes
 from ...core.types import by_name
 from ...proto import grpc_service_pb2 as pb
-from .wire import LARGE, append_raw_outputs, split_raw_inputs
+from .wire import LARGE, raw_output_parts, split_raw_inputs
 
 __all__ = [
     "parse_version",
     "to_infer_request",
     "to_infer_response",
-    "serialize_infer_response",
+    "infer_response_parts",
     "parse_infer_request",
     "to_stream_response",
     "stream_error",
@@ -353,7 +353,7 @@ def _convert(
 def to_infer_response(response: InferenceResponse, with_raw: bool = True) -> pb.ModelInferResponse:
     """The ``ModelInferResponse`` of a core response (outputs copied into ``raw_output_contents``).
 
-    :param with_raw: False leaves ``raw_output_contents`` out (see :func:`serialize_infer_response`).
+    :param with_raw: False leaves ``raw_output_contents`` out (see :func:`infer_response_parts`).
 
     The caller releases ``response`` afterwards.
     """
@@ -370,15 +370,19 @@ def to_infer_response(response: InferenceResponse, with_raw: bool = True) -> pb.
     return message
 
 
-def serialize_infer_response(response: InferenceResponse) -> bytes:
-    """The serialized ``ModelInferResponse``; large outputs go in without protobuf copies (see :mod:`.wire`)."""
+def infer_response_parts(response: InferenceResponse) -> list[bytes | memoryview]:
+    """The serialized ``ModelInferResponse`` as parts to join; large outputs go in without protobuf copies.
+
+    The parts may be views of the response's output memory: use them before
+    releasing ``response`` (see :mod:`.wire`).
+    """
     if sum(len(t.data) for t in response.outputs) < LARGE:
-        return to_infer_response(response).SerializeToString()
+        return [to_infer_response(response).SerializeToString()]
     head = to_infer_response(response, with_raw=False).SerializeToString()
-    return append_raw_outputs(head, [t.data for t in response.outputs])
+    return raw_output_parts(head, [t.data for t in response.outputs])
 
 
-def parse_infer_request(data: bytes) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
+def parse_infer_request(data: bytes | memoryview) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
     """Parse a serialized ``ModelInferRequest``; large raw inputs stay views of ``data`` (see :mod:`.wire`).
 
     :raises TritonError: INVALID_ARG for bytes that are not a ``ModelInferRequest``.

@@ -109,7 +109,8 @@ class NativeContext:
 _DONE = object()
 
 
-def _finish(call: Any, body: bytes | list[Any] | None, context: NativeContext) -> None:
+def _finish(call: Any, body: bytes | list[bytes | memoryview] | None, context: NativeContext) -> None:
+    """End ``call`` with the status set on ``context`` (and ``body`` as its message when OK)."""
     code = context.code
     call.finish(body if code is _OK else None, code.value[0], context.details)
 
@@ -119,7 +120,7 @@ class _Method:
     """One RPC: how to run it, and the restricted-protocol rule it falls under (or None)."""
 
     handler: Callable[..., Any]
-    request: Any  # the request message class; None: the handler takes the serialized bytes
+    request: Any  # the request message class; None: ModelInfer (serialized bytes in, parts out)
     streaming: bool
     rule: tuple[str, str] | None
 
@@ -133,7 +134,7 @@ def method_table(
     for method in service.methods:
         path = f"/{service.full_name}/{method.name}"
         if method.name == "ModelInfer":  # serialized in and out: large tensors skip protobuf's copies
-            handler, request = servicer.model_infer_bytes, None
+            handler, request = servicer.model_infer_parts, None
         else:
             handler, request = getattr(servicer, method.name), getattr(pb, method.input_type.name)
         table[path] = _Method(handler, request, method.name in STREAMING, rule_for(path, restrictions))
@@ -305,18 +306,18 @@ class NativeTransport:
             call.handler = self._loop.create_task(self._unary(call, method, payload))
 
     @staticmethod
-    async def _unary(call: Any, method: _Method, payload: bytes) -> None:
+    async def _unary(call: Any, method: _Method, payload: bytes | memoryview) -> None:
         context = NativeContext(call)
         try:
-            if method.request is None:
-                body = await method.handler(payload, context)
-            else:
-                try:
-                    request = method.request.FromString(payload)
-                except DecodeError as exc:
-                    call.finish(None, _INVALID, f"malformed {method.request.__name__}: {exc}")
-                    return
-                body = (await method.handler(request, context)).SerializeToString()
+            if method.request is None:  # ModelInfer: the response's parts go straight to gRPC
+                await method.handler(payload, context, lambda parts: _finish(call, parts, context))
+                return
+            try:
+                request = method.request.FromString(payload)
+            except DecodeError as exc:
+                call.finish(None, _INVALID, f"malformed {method.request.__name__}: {exc}")
+                return
+            body = (await method.handler(request, context)).SerializeToString()
             _finish(call, body, context)
         except _Abort as exc:
             call.finish(None, exc.code.value[0], exc.details)

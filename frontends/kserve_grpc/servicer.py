@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -30,7 +30,7 @@ from .codec import (
     parse_version,
     stream_error,
     parse_infer_request,
-    serialize_infer_response,
+    infer_response_parts,
     to_infer_request,
     to_stream_response,
 )
@@ -128,18 +128,34 @@ class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCI
         """Unused: :meth:`model_infer_bytes` serves ModelInfer (see :func:`infer_handler`)."""
         raise NotImplementedError
 
-    async def model_infer_bytes(self, data: bytes, context: Any) -> bytes:
-        """ModelInfer on serialized messages, so that large tensors skip protobuf's copies."""
+    async def model_infer_bytes(self, data: bytes | memoryview, context: Any) -> bytes:
+        """ModelInfer on serialized messages, so that large tensors skip protobuf's copies (grpc.aio)."""
+        out: list[bytes] = []
+        await self.model_infer_parts(data, context, lambda parts: out.append(b"".join(parts)))
+        return out[0]
+
+    async def model_infer_parts(
+        self, data: bytes | memoryview, context: Any, send: Callable[[list[bytes | memoryview]], None]
+    ) -> None:
+        """ModelInfer on serialized messages: ``send`` gets the serialized response as parts to join.
+
+        The parts may be views of the response's shared memory, valid only
+        while ``send`` runs (the response is released when it returns), so a
+        transport can copy them once, straight to where they go. On an error
+        ``context`` has the status and ``send`` gets an empty message.
+        """
         server = self.server
         try:
             request, raws = parse_infer_request(data)
             response = await server.infer(to_infer_request(request, server.model, raws, server.shared_memory.resolve))
         except TritonError as exc:
-            return _fail(context, exc, _EMPTY_INFER).SerializeToString()
+            send([_fail(context, exc, _EMPTY_INFER).SerializeToString()])
+            return
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
-            return _internal(context, "ModelInfer", exc, _EMPTY_INFER).SerializeToString()
+            send([_internal(context, "ModelInfer", exc, _EMPTY_INFER).SerializeToString()])
+            return
         try:
-            return serialize_infer_response(response)
+            send(infer_response_parts(response))
         finally:
             response.release()
 

@@ -6,9 +6,15 @@ serialized. For a request or response carrying megabytes of tensor data
 those copies cost more than the rest of the call. So above
 :data:`LARGE` bytes, the ``raw_input_contents`` (field 7 of
 ``ModelInferRequest``) are sliced straight out of the received bytes, and the
-``raw_output_contents`` (field 6 of ``ModelInferResponse``) are appended to
-the serialized rest of the response with one join. Smaller messages take
+``raw_output_contents`` (field 6 of ``ModelInferResponse``) follow the
+serialized rest of the response as parts, joined once by the transport (the
+native one copies them straight into its gRPC slice). Smaller messages take
 protobuf's own (faster for them) path.
+
+The split walks only the message's top-level fields (tags and lengths). When
+the native gRPC transport is built, its C++ walker does it
+(:func:`._native.split_raw_inputs`); otherwise this module's Python one, which
+gives the same results (tests/unit/test_grpc_wire.py holds them to it).
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from typing import Sequence
 
 from ...core.errors import Code, TritonError
 
-__all__ = ["LARGE", "split_raw_inputs", "append_raw_outputs"]
+try:
+    from ._native import split_raw_inputs as _native_split  # type: ignore[import-not-found]
+except ImportError:  # not built: the Python walker below
+    _native_split = None
+
+__all__ = ["LARGE", "split_raw_inputs", "raw_output_parts"]
 
 #: messages at least this large (bytes) take the copy-free path
 LARGE = 256 * 1024
@@ -50,13 +61,23 @@ def _encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def split_raw_inputs(data: bytes) -> tuple[bytes, list[memoryview]]:
+def split_raw_inputs(data: bytes | memoryview) -> tuple[bytes, list[memoryview]]:
     """Split a serialized ``ModelInferRequest`` into the message without its raw inputs, and those.
 
     :returns: the other fields (to parse with protobuf) and the raw input
         contents as views of ``data``, in order.
     :raises TritonError: INVALID_ARG for bytes that are not a well-formed message.
     """
+    if _native_split is not None:
+        try:
+            return _native_split(data)  # type: ignore[no-any-return]
+        except ValueError as exc:
+            raise TritonError(Code.INVALID_ARG, f"malformed ModelInferRequest: {exc}") from None
+    return split_raw_inputs_python(data)
+
+
+def split_raw_inputs_python(data: bytes | memoryview) -> tuple[bytes, list[memoryview]]:
+    """:func:`split_raw_inputs` in Python (the fallback when the native transport is not built)."""
     view = memoryview(data)
     end = len(view)
     pos = 0
@@ -89,9 +110,9 @@ def split_raw_inputs(data: bytes) -> tuple[bytes, list[memoryview]]:
     return b"".join(rest), raws
 
 
-def append_raw_outputs(head: bytes, raws: Sequence[memoryview | bytes]) -> bytes:
-    """A serialized ``ModelInferResponse``: ``head`` (the other fields) plus ``raw_output_contents``."""
+def raw_output_parts(head: bytes, raws: Sequence[memoryview | bytes]) -> list[bytes | memoryview]:
+    """A serialized ``ModelInferResponse`` as parts to join: ``head`` (the other fields), then ``raw_output_contents``."""
     parts: list[bytes | memoryview] = [head]
     for raw in raws:
         parts += (_RAW_OUTPUT_TAG, _encode_varint(len(raw)), raw)
-    return b"".join(parts)
+    return parts
