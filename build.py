@@ -383,14 +383,18 @@ def render_dockerfile(plan: Plan) -> str:
     names = ",".join(e.name for e in plan.endpoints)
     ports = " ".join(str(PORTS[e.name]) for e in plan.endpoints if e.name in PORTS)
     gpu_env = "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n" if plan.gpu else ""
-    compiler = ""
+    packages, why = [], []
     if any(not b.builtin and _native(Path(b.source)) for b in plan.backends):
-        compiler = (
-            "# a native backend: the C shim that hosts it is compiled (cffi) where it first loads\n"
-            "# hadolint ignore=DL3008\n"
-            "RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \\\n"
-            " && rm -rf /var/lib/apt/lists/*\n"
-        )
+        packages += ["gcc", "libc6-dev"]
+        why.append("# a native backend: the C shim that hosts it is compiled (cffi) where it first loads\n")
+    if "grpc" in names.split(","):
+        packages.append("libgrpc++1.51")
+        why.append("# the gRPC endpoint's native transport (built on this host against Debian 12's libgrpc++-dev)\n")
+    compiler = "" if not packages else (
+        "".join(why) + "# hadolint ignore=DL3008\n"
+        f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)} \\\n"
+        " && rm -rf /var/lib/apt/lists/*\n"
+    )
     return f"""\
 # Composed by tritium {plan.version} build.py: backends {backends}; endpoints {names}; {'GPU' if plan.gpu else 'CPU'}.
 # Build: docker build -t {plan.image_name} .   (podman build / buildah build work the same)
@@ -447,7 +451,7 @@ def _copy_source(root: Path, dest: Path) -> None:
     """The files a tritium wheel is built from (pyproject, readme, package folders)."""
     project = _pyproject(root)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in ("pyproject.toml", project["project"].get("readme", "README.md")):
+    for name in ("pyproject.toml", "setup.py", project["project"].get("readme", "README.md")):
         shutil.copy2(root / name, dest / name)
     for folder in sorted({Path(p).parts[0] for p in project["tool"]["setuptools"]["package-dir"].values()}):
         shutil.copytree(root / folder, dest / folder, ignore=ignore)
@@ -480,6 +484,9 @@ def build_wheelhouse(plan: Plan, wheelhouse: Path, root: Path = ROOT) -> list[Pa
         isolation = ["--no-build-isolation"] if _modern_setuptools() else []  # else pip fetches setuptools
         _run(pip + ["wheel", "-q", "--no-deps", *isolation, "-w", str(wheelhouse), str(src)])
         (tritium_wheel,) = wheelhouse.glob("tritium-*.whl")
+        if any(e.name == "grpc" for e in plan.endpoints) and "-py3-none-" in tritium_wheel.name:
+            print("note: tritium's wheel has no native gRPC transport (install libgrpc++-dev, pkg-config and g++ "
+                  "on this host to build it); the gRPC endpoint will use grpc.aio", flush=True)
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in plan.pins))
         _run(pip + ["wheel", "-q", "--prefer-binary", "-w", str(wheelhouse), "-c", str(constraints),

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -53,9 +54,21 @@ def native_extensions() -> list[Extension]:
 
 
 class OptionalBuildExt(build_ext):
-    """build_ext that reports a failed build of the native transport instead of failing the install."""
+    """build_ext that reports a failed build of the native transport instead of failing the install.
+
+    A wheel built from a tree where ``pip install -e .`` already compiled the
+    extension in place (build.py copies that tree) reuses that binary when it
+    is newer than every source, instead of compiling it again.
+    """
 
     def build_extension(self, ext: Extension) -> None:
+        target = Path(self.get_ext_fullpath(ext.name))
+        in_place = Path("frontends/kserve_grpc") / Path(self.get_ext_filename(ext.name)).name
+        sources = [Path(f) for f in [*ext.sources, *ext.depends]]
+        if not self.inplace and in_place.exists() and all(in_place.stat().st_mtime >= f.stat().st_mtime for f in sources):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(in_place, target)
+            return
         try:
             super().build_extension(ext)
         except Exception as exc:  # a compiler error, a missing header: grpc.aio remains

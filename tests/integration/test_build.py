@@ -370,5 +370,8 @@ def test_third_party_backend_composition_serves_over_grpc_only(composed_grpc: di
         assert subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 0
         with socket.socket() as s:  # HTTP was not chosen
             assert s.connect_ex(("127.0.0.1", server.http_port)) != 0
+        # the wheel carries the native gRPC transport when this tree has it built (pip install -e . with libgrpc++-dev)
+        native = any((ROOT / "frontends" / "kserve_grpc").glob("_native.*.so"))
+        assert f"gRPC transport: {'native' if native else 'grpc.aio'}" in server.log()
     finally:
         server.stop()
