@@ -10,6 +10,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <climits>
 #include <cstring>
 #include <stdexcept>
 
@@ -341,11 +342,18 @@ PyObject* ServerStart(ServerObject* self, PyObject* args) {
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "sO", &name, &value)) {
       Py_CLEAR(items);
     } else if (PyLong_Check(value)) {
-      ints.emplace_back(name, static_cast<int>(PyLong_AsLong(value)));
+      long number = PyLong_AsLong(value);
+      if (PyErr_Occurred() || number < INT_MIN || number > INT_MAX) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "channel argument %s: %R does not fit a C int", name, value);
+        Py_CLEAR(items);
+      } else {
+        ints.emplace_back(name, static_cast<int>(number));
+      }
     } else if (PyUnicode_Check(value)) {
       strings.emplace_back(name, PyUnicode_AsUTF8(value));
     } else {
-      PyErr_Format(PyExc_TypeError, "channel argument %s: expected int or str", name);
+      PyErr_Format(PyExc_TypeError, "channel argument %s: %R is not an int or a str", name, value);
       Py_CLEAR(items);
     }
   }

@@ -231,13 +231,16 @@ class NativeTransport:
     async def start(self, address: str) -> None:
         """Bind ``address`` (``host:port``) and serve; runs on the core's event loop.
 
-        :raises TritonError: UNAVAILABLE when the address cannot be bound.
+        :raises TritonError: UNAVAILABLE when the address cannot be bound;
+            INVALID_ARG for a channel argument that is not an int or a str.
         """
         server = _native.Server()
         try:
             server.start(address, self.max_receive, self.options)
         except OSError:
             raise TritonError(Code.UNAVAILABLE, f"Socket '{address}' already in use ") from None
+        except TypeError as exc:  # a channel argument that is not an int or a str
+            raise TritonError(Code.INVALID_ARG, f"[frontends.grpc] options: {exc}") from None
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(server.fileno(), self._on_events)
         self._server = server

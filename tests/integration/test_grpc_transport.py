@@ -69,14 +69,15 @@ def build_repository(repo: Path) -> None:
 
 
 def grpc_server(
-    tmp: Path, transport: str, args: tuple[str, ...] = (), models: Callable[[Path], None] = build_repository
+    tmp: Path, transport: str, args: tuple[str, ...] = (), models: Callable[[Path], None] = build_repository,
+    plugins_extra: str = "",
 ) -> ServerProcess:
     """A gRPC-only server with ``transport`` forced, on a repository that ``models`` builds."""
     repo = tmp / "models"
     repo.mkdir()
     models(repo)
     plugins = tmp / f"plugins-{transport}.toml"
-    plugins.write_text(PLUGINS.format(transport=transport))
+    plugins.write_text(PLUGINS.format(transport=transport) + plugins_extra)
     server = ServerProcess(
         [repo], ["--allow-http=false", "--allow-metrics=false", *args],
         log_path=tmp / f"server-{transport}-{time.monotonic_ns()}.log", env={"TRITIUM_PLUGINS": str(plugins)},
@@ -253,6 +254,23 @@ def test_shutdown_lets_calls_in_flight_finish(tmp_path: Path, transport: str) ->
     finally:
         proc.stop()
     assert "calls not released" not in proc.log()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_channel_arguments_from_plugins_toml(tmp_path: Path, transport: str) -> None:
+    options = '[frontends.grpc.options]\n"grpc.max_receive_message_length" = 1000\n'
+    proc = grpc_server(tmp_path, transport, models=lambda repo: add_model(repo, "identity", identity_config(
+        dims="[ -1 ]", max_batch_size=0)), plugins_extra=options)
+    try:
+        with grpc.insecure_channel(proc.grpc_url) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            assert stub.ModelInfer(infer_request("identity", np.ones(100, np.float32)), timeout=30).outputs
+            with pytest.raises(grpc.RpcError) as info:
+                stub.ModelInfer(infer_request("identity", np.ones(300, np.float32)), timeout=30)
+            assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert info.value.details().endswith(" vs. 1000)")
+    finally:
+        assert proc.stop() == 0
 
 
 # -- the native transport --------------------------------------------------------------------------
