@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import Row, run_perf, write_section  # noqa: E402
+from benchmarks.batching import measure  # noqa: E402
+from benchmarks.common import Row, write_section  # noqa: E402
 from benchmarks.python_backend import RUNS, build  # noqa: E402
 from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
@@ -40,15 +41,6 @@ transport = "{transport}"
 [frontends.metrics]
 enabled = false
 """
-
-
-def measure(server: str, pid: int, url: str, tag: str) -> list[Row]:
-    rows = []
-    for model, concurrency in RUNS:
-        row = run_perf(server, pid, model, url, "grpc", concurrency, tag)
-        print(row, flush=True)
-        rows.append(row)
-    return rows
 
 
 def render(rows: list[Row], servers: list[str]) -> str:
@@ -107,7 +99,7 @@ def main() -> None:
                 expected = {"native": "native", "aio": "grpc.aio"}.get(transport)
                 if expected and f"gRPC transport: {expected}" not in server.log():
                     raise SystemExit(f"{name}: the server did not use that transport:\n{server.log()}")
-                rows += measure(name, server.proc.pid, server.grpc_url, tag)
+                rows += measure(name, server.proc.pid, server.grpc_url, RUNS, tag)
                 servers.append(name)
             finally:
                 server.stop()
@@ -116,7 +108,7 @@ def main() -> None:
             triton.start()
             try:
                 assert triton.proc is not None
-                rows += measure("triton", triton.proc.pid, triton.grpc_url, tag)
+                rows += measure("triton", triton.proc.pid, triton.grpc_url, RUNS, tag)
                 servers.append("triton")
             finally:
                 triton.stop()

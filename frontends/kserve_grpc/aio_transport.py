@@ -9,38 +9,26 @@ server CPU per bare call on the project's 2-core machine (docs/architecture.md).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import grpc
 
 from ...core.errors import Code, TritonError
 from ...proto import grpc_service_pb2_grpc, health_pb2_grpc
 from .restricted import RestrictedInterceptor
-from .servicer import HealthServicer, InferenceServicer, infer_handler
+from .servicer import infer_handler
+from .transport import Transport
 
 __all__ = ["AioTransport"]
 
 
-class AioTransport:
-    """Serve the servicers with ``grpc.aio``.
-
-    :param servicer: the ``inference.GRPCInferenceService`` servicer.
-    :param health: the ``grpc.health.v1.Health`` servicer.
-    :param options: gRPC channel arguments (name, value).
-    :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
-    """
+class AioTransport(Transport):
+    """Serve the servicers with ``grpc.aio`` (parameters: :class:`.transport.Transport`)."""
 
     name = "grpc.aio"
 
-    def __init__(
-        self,
-        servicer: InferenceServicer,
-        health: HealthServicer,
-        options: Sequence[tuple[str, Any]],
-        restrictions: dict[str, tuple[str, str]],
-    ) -> None:
-        self.servicer, self.health = servicer, health
-        self.options, self.restrictions = list(options), restrictions
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._server: grpc.aio.Server | None = None
 
     async def start(self, address: str) -> None:

@@ -23,7 +23,7 @@ import asyncio
 import collections
 import logging
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -34,6 +34,7 @@ from ...proto import health_pb2
 from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
 from .servicer import HealthServicer, InferenceServicer
+from .transport import Transport
 
 log = logging.getLogger("tritium.grpc")
 
@@ -203,28 +204,21 @@ class _Stream:
             self.task = None  # the task's exception must not keep this stream (and its call) alive
 
 
-class NativeTransport:
-    """Serve the servicers with gRPC's C++ server (:mod:`._native`).
+class NativeTransport(Transport):
+    """Serve the servicers with gRPC's C++ server (:mod:`._native`; parameters: :class:`.transport.Transport`).
 
-    :param servicer: the ``inference.GRPCInferenceService`` servicer.
-    :param health: the ``grpc.health.v1.Health`` servicer.
-    :param options: gRPC channel arguments (name, int or str);
-        ``grpc.max_receive_message_length`` sets the largest request message.
-    :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
+    ``grpc.max_receive_message_length`` among the options sets the largest
+    request message; the other options go to gRPC as channel arguments.
     """
 
     name = f"native (gRPC C++ {_native.GRPC_VERSION})"
 
-    def __init__(
-        self,
-        servicer: InferenceServicer,
-        health: HealthServicer,
-        options: Sequence[tuple[str, Any]],
-        restrictions: dict[str, tuple[str, str]],
-    ) -> None:
-        self.options = [(k, v) for k, v in options if k != "grpc.max_receive_message_length"]
-        self.max_receive = int(dict(options).get("grpc.max_receive_message_length", -1))
-        self.methods = method_table(servicer, health, restrictions)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        options = dict(self.options)
+        self.max_receive = int(options.pop("grpc.max_receive_message_length", -1))
+        self.channel_args = list(options.items())
+        self.methods = method_table(self.servicer, self.health, self.restrictions)
         self._server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -236,7 +230,7 @@ class NativeTransport:
         """
         server = _native.Server()
         try:
-            server.start(address, self.max_receive, self.options)
+            server.start(address, self.max_receive, self.channel_args)
         except OSError:
             raise TritonError(Code.UNAVAILABLE, f"Socket '{address}' already in use ") from None
         except TypeError as exc:  # a channel argument that is not an int or a str
