@@ -232,8 +232,12 @@ PyObject* CallMetadata(CallObject* self, PyObject*) {
   for (size_t i = 0; out != nullptr && i < items.size(); ++i) {
     const auto& [key, value] = items[i];
     bool binary = key.size() > 4 && key.compare(key.size() - 4, 4, "-bin") == 0;  // bytes, as in grpcio
-    PyObject* item = Py_BuildValue(binary ? "(s#y#)" : "(s#s#)", key.data(), key.size(), value.data(),
-                                   value.size());
+    PyObject* k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "replace");
+    PyObject* v = binary ? PyBytes_FromStringAndSize(value.data(), static_cast<Py_ssize_t>(value.size()))
+                         : PyUnicode_DecodeUTF8(value.data(), static_cast<Py_ssize_t>(value.size()), "replace");
+    PyObject* item = k && v ? PyTuple_Pack(2, k, v) : nullptr;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
     if (item == nullptr) Py_CLEAR(out);
     else PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), item);
   }

@@ -48,6 +48,7 @@ _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+_INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 
 
 class _Abort(Exception):
@@ -151,12 +152,12 @@ class _Stream:
     def __init__(self, call: Any, method: _Method, loop: asyncio.AbstractEventLoop) -> None:
         self.call, self.request = call, method.request
         self.context = NativeContext(call)
-        self._messages: collections.deque[bytes] = collections.deque()
+        self._messages: collections.deque[bytes | memoryview] = collections.deque()
         self._ended = False
         self._waiter: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = loop.create_task(self._run(method.handler))
 
-    def feed(self, kind: int, payload: bytes | None) -> None:
+    def feed(self, kind: int, payload: bytes | memoryview | None) -> None:
         """An event of this call: a message, the client's half-close, or room in the write backlog."""
         if kind == MESSAGE:
             self._messages.append(payload)  # type: ignore[arg-type]
@@ -263,23 +264,31 @@ class NativeTransport(Transport):
         if self._server is not None:
             self._dispatch(self._server.drain())
 
-    def _dispatch(self, events: list[tuple[Any, int, bytes | None]]) -> None:
+    def _dispatch(self, events: list[tuple[Any, int, bytes | memoryview | None]]) -> None:
         for call, kind, payload in events:
-            handler = call.handler
-            if handler is None:  # a new call: its first message, or the end of a stream without one
-                if kind == CANCELLED:
-                    call.handler = _DONE  # over before it began
-                else:
-                    self._begin(call, payload)
-            elif handler is _DONE:
-                continue  # an event that crossed Python's finish
-            elif kind == CANCELLED:  # the client cancelled, disconnected or ran past its deadline
-                handler.cancel()
+            try:
+                self._event(call, kind, payload)
+            except Exception as exc:  # a bug: this call fails, the others go on
+                log.error("%s: %s", call.method, exc, exc_info=exc)
+                call.finish(None, _INTERNAL, f"{type(exc).__name__}: {exc}")
                 call.handler = _DONE
-            else:  # a stream's next message, its end, or room to write
-                handler.feed(kind, payload)
 
-    def _begin(self, call: Any, payload: bytes | None) -> None:
+    def _event(self, call: Any, kind: int, payload: bytes | memoryview | None) -> None:
+        handler = call.handler
+        if handler is None:  # a new call: its first message, or the end of a stream without one
+            if kind == CANCELLED:
+                call.handler = _DONE  # over before it began
+            else:
+                self._begin(call, payload)
+        elif handler is _DONE:
+            return  # an event that crossed Python's finish
+        elif kind == CANCELLED:  # the client cancelled, disconnected or ran past its deadline
+            handler.cancel()
+            call.handler = _DONE
+        else:  # a stream's next message, its end, or room to write
+            handler.feed(kind, payload)
+
+    def _begin(self, call: Any, payload: bytes | memoryview | None) -> None:
         """A new call: refuse it, or start its task."""
         method = self.methods.get(call.method)
         if method is None:
