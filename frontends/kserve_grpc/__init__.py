@@ -21,6 +21,7 @@ once in the log), ``"native"`` (an error at start-up when not built) or
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any, Mapping
 
@@ -40,12 +41,10 @@ TRANSPORTS = ("auto", "native", "aio")
 
 def load_native_transport() -> tuple[Any, str]:
     """The :class:`~.native_transport.NativeTransport` class, or None and why it cannot be used."""
+    if importlib.util.find_spec(f"{__name__}._native") is None:
+        return None, "the extension was not built: install libgrpc++-dev, pkg-config and g++, then reinstall tritium"
     try:
         from .native_transport import NativeTransport
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}._native":
-            raise
-        return None, "the extension was not built: install libgrpc++-dev and pkg-config, then reinstall tritium"
     except ImportError as exc:  # built, but a library it links against is missing
         return None, str(exc)
     return NativeTransport, ""

@@ -14,7 +14,7 @@ import textwrap
 
 CHECK = textwrap.dedent(
     r"""
-    import json, logging
+    import importlib.util, json, logging
     import tritium.frontends.kserve_grpc as grpc_endpoint
     from tritium.core.errors import TritonError
 
@@ -22,8 +22,12 @@ CHECK = textwrap.dedent(
     handler = logging.Handler()
     handler.emit = lambda record: records.append((record.levelname, record.getMessage()))
     logging.getLogger("tritium.grpc").addHandler(handler)
-    grpc_endpoint.load_native_transport = lambda: (None, "the extension was not built: test")
     out = {}
+    real_find_spec = importlib.util.find_spec  # an install without the extension: no such module
+    importlib.util.find_spec = lambda name, *a: None if name.endswith("._native") else real_find_spec(name, *a)
+    out["reason"] = grpc_endpoint.load_native_transport()
+    importlib.util.find_spec = real_find_spec
+    grpc_endpoint.load_native_transport = lambda: (None, "the extension was not built: test")
     frontend = grpc_endpoint.GRPCFrontend(object(), "127.0.0.1", 1, transport="auto")
     out["auto"] = type(frontend._make_transport()).__name__
     out["auto_log"] = records[:]
@@ -41,6 +45,9 @@ def test_auto_falls_back_to_grpc_aio_and_says_so_once_native_refuses_to_start() 
     result = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
+    assert out["reason"] == [
+        None, "the extension was not built: install libgrpc++-dev, pkg-config and g++, then reinstall tritium"
+    ]
     assert out["auto"] == "AioTransport"
     assert out["auto_log"] == [
         ["WARNING", "gRPC: native transport not available (the extension was not built: test); using grpc.aio"]
