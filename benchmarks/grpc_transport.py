@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 import tempfile
 import time
@@ -43,7 +44,7 @@ enabled = false
 """
 
 
-def render(rows: list[Row], servers: list[str]) -> str:
+def render(rows: list[Row], servers: list[str], load: tuple[float, float]) -> str:
     by = {(r.server, r.model, r.concurrency): r for r in rows}
     lines = [
         "## gRPC transports: tritium's native and grpc.aio transports against Triton 2.51",
@@ -51,7 +52,8 @@ def render(rows: list[Row], servers: list[str]) -> str:
         f"Measured {datetime.date.today().isoformat()} by `python benchmarks/grpc_transport.py`: the python-backend "
         "models of `benchmarks/python_backend.py` over gRPC, one instance each, served by tritium with each "
         "transport and then by the real Triton 2.51, with the same perf_analyzer settings, back to back. "
-        "CPU: µs of the server process per inference (its workers or python stubs not counted).",
+        "CPU: µs of the server process per inference (its workers or python stubs not counted). "
+        f"The machine is shared: its 1-minute load average was {load[0]:.1f} at the start and {load[1]:.1f} at the end.",
         "",
         "| model | concurrency | server | infer/s | p50 (µs) | server CPU (µs/infer) | throughput ÷ Triton | CPU ÷ Triton |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -83,6 +85,7 @@ def main() -> None:
     tag = time.strftime("%Y%m%d-%H%M%S")
     rows: list[Row] = []
     servers: list[str] = []
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="tritium-grpcbench-") as tmp:
         work = Path(tmp)
         repo = work / "models"
@@ -112,7 +115,7 @@ def main() -> None:
                 servers.append("triton")
             finally:
                 triton.stop()
-    text = render(rows, servers)
+    text = render(rows, servers, (load_start, os.getloadavg()[0]))
     write_section(args.output, "grpc_transport", text)
     print(text)
 
