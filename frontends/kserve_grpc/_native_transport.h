@@ -34,6 +34,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -78,9 +79,10 @@ class Hub {
   // signals again, so none is missed (at worst a wake-up finds the queue empty).
   std::vector<Event> Take();
   // Run start() (which starts an operation) unless the queue is closed; false when closed.
+  // Starts share the gate (a write started inline may take a while); only Close excludes them.
   template <class F>
   bool Start(F start) {
-    std::lock_guard<std::mutex> lock(gate_);
+    std::shared_lock<std::shared_mutex> lock(gate_);
     if (closed_) return false;
     start();
     return true;
@@ -88,7 +90,7 @@ class Hub {
   // Close the gate and shut the queue down with shutdown(), atomically with respect to Start.
   template <class F>
   void Close(F shutdown) {
-    std::lock_guard<std::mutex> lock(gate_);
+    std::unique_lock<std::shared_mutex> lock(gate_);
     closed_ = true;
     shutdown();
   }
@@ -97,7 +99,7 @@ class Hub {
   std::mutex mu_;
   std::vector<Event> events_;
   int fd_;
-  std::mutex gate_;
+  std::shared_mutex gate_;
   bool closed_ = false;
 };
 
