@@ -5,7 +5,10 @@ core's in-process API (:class:`~tritium.core.server.InferenceServer`) and
 answers; a :class:`~tritium.core.errors.TritonError` becomes the gRPC status
 Triton answers it with (:func:`tritium.frontends.base.grpc_status`) and its
 message the status details. Every method runs in the core process, on the
-event loop, one coroutine per call.
+event loop, one coroutine per call, whichever transport carries it (the
+native one or grpc.aio, see :mod:`.transport`); the ``context`` is grpc.aio's
+``ServicerContext`` or :class:`.native_transport.NativeContext`, of which
+the servicers use ``set_code``, ``set_details`` and (streams) ``write``.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCI
 
     # -- inference ------------------------------------------------------------------------------
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        """Unused: :meth:`model_infer_bytes` serves ModelInfer (see :func:`infer_handler`)."""
+        """Unused: :meth:`model_infer_parts` serves ModelInfer (on grpc.aio through :meth:`model_infer_bytes`)."""
         raise NotImplementedError
 
     async def model_infer_bytes(self, data: bytes | memoryview, context: Any) -> bytes:
