@@ -29,9 +29,9 @@ from .classification import classify
 from .errors import Code, TritonError
 from .memory.arena import Block
 from .memory.cuda import CudaRef
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
-from .model_batching import BatcherServices, SharedBlock
+from .model_batching import BatcherServices
 from .model_instance import InstanceOptions, ModelInstance
 from .request import InferenceRequest
 from .response import InferenceResponse, OutputTensor
@@ -64,7 +64,7 @@ class _Pending:
     """Per-request state of a payload (what :class:`Payload.context` holds)."""
 
     request: InferenceRequest
-    blocks: list[Block]
+    blocks: list[Block | SharedBlock]
     future: asyncio.Future[InferenceResponse] | None
     queue: asyncio.Queue[InferenceResponse] | None
     classification: dict[str, int] = field(default_factory=dict)
@@ -212,7 +212,7 @@ class Model(BatcherServices):
     def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:
         sig = self.signature
         batch_size = validate_request(sig, request)
-        blocks: list[Block] = []
+        blocks: list[Block | SharedBlock] = []
         regions: list[RegisteredRegion] = []
         wire_inputs = []
         shm_outputs: dict[str, list[int]] = {}
@@ -248,6 +248,13 @@ class Model(BatcherServices):
                     check_bytes_elements(sig, request, inp, view)
                 else:
                     check_input_bytes(sig, request, inp, nbytes)
+                shared = request.buffer
+                if shared is not None and inp.buffer_offset >= 0:  # already in the arena: no copy
+                    shared.acquire()
+                    blocks.append(shared)
+                    seg_id, base, _size = shared.block.descriptor
+                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), seg_id, base + inp.buffer_offset, nbytes])
+                    continue
                 block = self.pool.allocate(nbytes)
                 blocks.append(block)
                 if nbytes:
@@ -261,8 +268,7 @@ class Model(BatcherServices):
                     if isinstance(ref, ShmRef):
                         shm_outputs[out.name] = list(ref.descriptor)
         except BaseException:
-            for block in blocks:
-                self.pool.free(block)
+            self._free_blocks(blocks)
             for region in regions:
                 region.release()
             raise
@@ -468,14 +474,17 @@ class Model(BatcherServices):
         pending.open_responses -= 1
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
-            for block in blocks:
-                if isinstance(block, SharedBlock):
-                    block.release()
-                else:
-                    self.pool.free(block)
+            self._free_blocks(blocks)
             regions, pending.regions = pending.regions, []
             for region in regions:
                 region.release()
+
+    def _free_blocks(self, blocks: list[Any]) -> None:
+        for block in blocks:
+            if isinstance(block, SharedBlock):
+                block.release()
+            else:
+                self.pool.free(block)
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)

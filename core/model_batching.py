@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from .memory.arena import Block
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .request import InferenceRequest, InferInput
 from .scheduler.base import Payload
 
-__all__ = ["BatcherServices", "SharedBlock"]
+__all__ = ["BatcherServices"]
 
 
 class BatcherServices:
@@ -110,19 +110,3 @@ class BatcherServices:
         wanted = payload.wire["outputs"]
         if wanted:
             wanted.extend(n for n in self.state_outputs if n not in wanted)
-
-
-class SharedBlock:
-    """An arena block shared by the requests of a batch (freed when the last lets go)."""
-
-    __slots__ = ("block", "pool", "refs")
-
-    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
-        self.pool = pool
-        self.block = block
-        self.refs = refs
-
-    def release(self) -> None:
-        self.refs -= 1
-        if self.refs == 0:
-            self.pool.free(self.block)

@@ -23,7 +23,7 @@ from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .memory.cuda import CudaSharedMemoryManager
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import SharedMemoryManager
 from .model import Model
 from .model_repository.manager import ModelRepositoryManager
@@ -215,6 +215,19 @@ class InferenceServer:
         await self.repository.unload(name, unload_dependents)
 
     # -- inference ------------------------------------------------------------------------
+    def request_buffer(self, nbytes: int) -> SharedBlock:
+        """A block of ``nbytes`` in the core's shared-memory arena to receive a request's bytes into.
+
+        A frontend that receives an inference request's body here, and builds the
+        request with :attr:`InferenceRequest.buffer` set to it and the inputs'
+        :attr:`~tritium.core.request.InferInput.buffer_offset`, has the inputs go to
+        the worker without a copy. The caller holds one reference and releases it
+        (``buffer.release()``) once the response is sent or the request abandoned.
+
+        :raises TritonError: UNAVAILABLE when the arena cannot grow to hold it.
+        """
+        return self.pool.shared(nbytes)
+
     def _admit(self) -> None:
         if self._stopping:
             raise TritonError(Code.UNAVAILABLE, "Server is stopping, request rejected")

@@ -255,8 +255,12 @@ class Worker:
         return False
 
     def _execute(self, message: list[Any]) -> bool:
-        batch_id, wire_requests = message[1], message[2]
+        batch_id, wire_requests, releases = message[1], message[2], message[3]
         assert self.writer is not None
+        if releases:  # output blocks the core is done with
+            with self.arena_lock:
+                for seg_id, offset in releases:
+                    self.arena.free(seg_id, offset)
         t0 = time.perf_counter_ns()
         requests: list[Request] = []
         error: TritonError | None = None
@@ -293,9 +297,9 @@ class Worker:
                         )
                     )
         self.writer.finish_batch(requests)
-        frames = self.writer.release_held()
-        frames.append([Kind.EXECUTE_DONE, batch_id, [t1 - t0, max(0, t2 - t1 - output_ns), output_ns]])
-        self.channel.send_many(frames)
+        responses = self.writer.release_held()
+        timings = [t1 - t0, max(0, t2 - t1 - output_ns), output_ns]
+        self.channel.send([Kind.EXECUTE_DONE, batch_id, timings, responses])
         return False
 
     def _shutdown(self, message: list[Any]) -> bool:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OutputWriter"]
 
 NO_RELEASE = -1
+_FINAL, _NOT_FINAL = int(ResponseFlag.FINAL), int(ResponseFlag.NONE)
 
 
 @dataclass(slots=True)
@@ -70,18 +71,19 @@ class OutputWriter:
             if dt is not None:
                 self.output_types[str(output["name"])] = dt
         self.output_ns = 0
-        #: while set, RESPONSE frames are collected here and sent with EXECUTE_DONE
-        #: (one write per batch); only on the executing thread of a non-decoupled model
+        #: while set, responses (``[index, flags, outputs, error, parameters]``) are collected
+        #: here and sent inside the batch's EXECUTE_DONE frame (one frame per batch); only on
+        #: the executing thread of a non-decoupled model
         self.held: list[list[Any]] | None = None
         self._holder = 0
 
     def hold(self) -> None:
-        """Start collecting RESPONSE frames sent from this thread (see :attr:`held`)."""
+        """Start collecting the responses sent from this thread (see :attr:`held`)."""
         self.held = []
         self._holder = threading.get_ident()
 
     def release_held(self) -> list[list[Any]]:
-        """Stop collecting; return the frames collected."""
+        """Stop collecting; return the responses collected."""
         held, self.held = self.held or [], None
         return held
 
@@ -167,23 +169,21 @@ class OutputWriter:
                 wire_outputs = []
                 self._free(placed)
                 token.sent.clear()
-        flags = ResponseFlag.FINAL if final else ResponseFlag.NONE
-        frame = [
-            Kind.RESPONSE,
-            token.batch_id,
+        response = [
             token.index,
-            int(flags),
+            _FINAL if final else _NOT_FINAL,
             wire_outputs,
             error.to_wire() if error is not None else None,
             dict(parameters) if parameters else None,
         ]
         if final:
-            self._free([b for b in token.allocations if id(b) not in token.sent])
-            token.allocations.clear()
+            if token.allocations:
+                self._free([b for b in token.allocations if id(b) not in token.sent])
+                token.allocations.clear()
         if self.held is not None and threading.get_ident() == self._holder:
-            self.held.append(frame)
+            self.held.append(response)
         else:
-            self.worker.channel.send(frame)
+            self.worker.channel.send([Kind.RESPONSE, token.batch_id, *response])
         self.output_ns += time.perf_counter_ns() - start
 
     def send_error(self, batch_id: int, index: int, error: TritonError) -> None:

@@ -337,6 +337,7 @@ def _inputs(
         seen.add(name)
         data: bytes | memoryview | None
         ref: ShmRef | CudaRef | None = None
+        at = -1
         if has_binary:
             size = params["binary_data_size"]
             if not _is_uint(size):
@@ -348,6 +349,7 @@ def _inputs(
                     f"for model '{model_name}'"
                 )
             data = body[offset : offset + size]
+            at = offset
             offset += size
         else:
             ref = _shared_memory(params, regions)
@@ -361,7 +363,7 @@ def _inputs(
                 if type(values) is not list:
                     raise _internal(f"Unable to parse 'data': {_NOT_ARRAY}")
                 data = _json_tensor(name, datatype, values, count)
-        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref))
+        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref, at))
     if offset != end:
         raise _invalid(f"unexpected additional input data for model '{model_name}'")
     return inputs
@@ -411,7 +413,8 @@ def parse_infer_request(
 ) -> tuple[InferenceRequest, OutputPlan]:
     """Parse an inference request body: the JSON header, then the binary data it sizes.
 
-    :param body: the whole (decompressed) body.
+    :param body: the whole (decompressed) body; binary inputs are slices of it, with
+        their :attr:`~tritium.core.request.InferInput.buffer_offset` set.
     :param header_length: bytes of JSON header at its start (> 0).
     :param regions: resolves tensors given in registered shared-memory regions
         (None: no region exists).
@@ -489,7 +492,7 @@ def raw_infer_request(
                 f"{prefix}input byte size mismatch for input 'raw_input' for model '{model_name}'. "
                 f"Expected {expected}, got {len(body)}"
             )
-    raw = InferInput(spec["name"], dtype.name, shape, data)
+    raw = InferInput(spec["name"], dtype.name, shape, data, buffer_offset=-1 if dtype.is_bytes else 0)
     return InferenceRequest(model_name, model_version, "", [raw]), OutputPlan(default_binary=True)
 
 
