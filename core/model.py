@@ -27,13 +27,13 @@ from typing import Any, Sequence
 
 from .classification import classify
 from .errors import Code, TritonError
-from .memory.arena import Block
+from .memory.arena import EMPTY_SEGMENT, Block
 from .memory.cuda import CudaRef
 from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
 from .model_batching import BatcherServices
 from .model_instance import InstanceOptions, ModelInstance
-from .request import InferenceRequest
+from .request import InferenceRequest, InferInput
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
@@ -42,7 +42,7 @@ from .scheduler.rate_limiter import demand_of_group
 from .scheduler.sequence_batcher import SequenceBatcher
 from .stats import ModelStats
 from .tensor import tensor_from_buffer
-from .types import by_config_name, by_name
+from .types import by_config_name, by_name, element_count
 from .validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 
 log = logging.getLogger("tritium.model")
@@ -77,6 +77,8 @@ class _Pending:
     on_state: Any = None
     #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
     null: bool = False
+    #: the request stops counting as active (:meth:`Model.drain`) when its response is released
+    leave_on_release: bool = False
 
 
 class Model(BatcherServices):
@@ -101,6 +103,7 @@ class Model(BatcherServices):
     ) -> None:
         self.name = name
         self.version = version
+        self.version_text = str(version)
         self.path = path
         self.config = config
         self.signature = ModelSignature(name, config)
@@ -216,89 +219,114 @@ class Model(BatcherServices):
         regions: list[RegisteredRegion] = []
         wire_inputs = []
         shm_outputs: dict[str, list[int]] = {}
+        itemsizes = sig.itemsizes
+        shared = request.buffer
         try:
             for inp in request.inputs:
-                ref = inp.shared_memory
-                if isinstance(ref, CudaRef):  # in a CUDA region: one device→host copy into the arena
-                    is_bytes = sig.inputs[inp.name].datatype.is_bytes
-                    if not is_bytes:
-                        check_input_bytes(sig, request, inp, ref.byte_size)
-                    block = self.pool.allocate(ref.byte_size)
-                    blocks.append(block)
-                    ref.copy_to_host(inp.name, block.view)
-                    if is_bytes:
-                        check_bytes_elements(sig, request, inp, block.view)
-                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
-                    continue
-                if ref is not None:  # in the client's region: checked here, read in place by the worker
-                    if sig.inputs[inp.name].datatype.is_bytes:
-                        check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
-                    else:
-                        check_input_bytes(sig, request, inp, ref.byte_size)
-                    ref.region.acquire()
-                    regions.append(ref.region)
-                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *ref.descriptor])
+                if inp.shared_memory is not None:
+                    wire_inputs.append(self._region_input(request, inp, blocks, regions))
                     continue
                 data = inp.data
                 if data is None:
                     raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
                 view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
                 nbytes = len(view)
-                if sig.inputs[inp.name].datatype.is_bytes:
+                itemsize = itemsizes[inp.name]
+                if not itemsize:
                     check_bytes_elements(sig, request, inp, view)
-                else:
-                    check_input_bytes(sig, request, inp, nbytes)
-                shared = request.buffer
+                elif nbytes != element_count(inp.shape) * itemsize:
+                    check_input_bytes(sig, request, inp, nbytes)  # raises Triton's message
                 if shared is not None and inp.buffer_offset >= 0:  # already in the arena: no copy
                     shared.acquire()
                     blocks.append(shared)
-                    seg_id, base, _size = shared.block.descriptor
-                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), seg_id, base + inp.buffer_offset, nbytes])
-                    continue
-                block = self.pool.allocate(nbytes)
-                blocks.append(block)
-                if nbytes:
-                    block.view[:] = view
-                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
-            for out in request.outputs:
+                    block = shared.block
+                    offset = block.offset + inp.buffer_offset
+                else:
+                    block = self.pool.allocate(nbytes)
+                    blocks.append(block)
+                    if nbytes:
+                        block.view[:] = view
+                    offset = block.offset
+                seg_id = block.segment.id if block.segment is not None else EMPTY_SEGMENT
+                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), seg_id, offset, nbytes])
+            outputs = request.outputs
+            classification: dict[str, int] = {}
+            for out in outputs:
                 ref = out.shared_memory
                 if ref is not None:  # a CUDA region's output comes through the arena (copied in on_response)
                     ref.region.acquire()
                     regions.append(ref.region)
                     if isinstance(ref, ShmRef):
                         shm_outputs[out.name] = list(ref.descriptor)
+                if out.parameters and out.classification > 0:
+                    classification[out.name] = out.classification
         except BaseException:
             self._free_blocks(blocks)
             for region in regions:
                 region.release()
             raise
-        classification = {o.name: o.classification for o in request.outputs if o.classification > 0}
         params = request.parameters
-        flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
-            _SEQUENCE_END if params.get("sequence_end") else 0
-        )
-        wire = {
-            "id": request.id,
-            "corr": params.get("sequence_id", 0),
-            "flags": flags,
-            "timeout": params.get("timeout", 0) if type(params.get("timeout", 0)) is int else 0,
-            "priority": params.get("priority", 0) if type(params.get("priority", 0)) is int else 0,
-            "inputs": wire_inputs,
-            "outputs": [o.name for o in request.outputs],
-            "params": _backend_parameters(params),
-        }
+        if params:
+            flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
+                _SEQUENCE_END if params.get("sequence_end") else 0
+            )
+            timeout, priority = params.get("timeout", 0), params.get("priority", 0)
+            wire = {
+                "id": request.id,
+                "corr": params.get("sequence_id", 0),
+                "flags": flags,
+                "timeout": timeout if type(timeout) is int else 0,
+                "priority": priority if type(priority) is int else 0,
+                "inputs": wire_inputs,
+                "outputs": [o.name for o in outputs],
+                "params": _backend_parameters(params),
+            }
+        else:
+            wire = {
+                "id": request.id, "corr": 0, "flags": 0, "timeout": 0, "priority": 0,
+                "inputs": wire_inputs, "outputs": [o.name for o in outputs], "params": {},
+            }
         if shm_outputs:
             wire["shm_outputs"] = shm_outputs
-        loop = asyncio.get_running_loop()
         pending = _Pending(
             request,
             blocks,
-            None if stream else loop.create_future(),
+            None if stream else asyncio.get_running_loop().create_future(),
             asyncio.Queue() if stream else None,
             classification,
             regions=regions,
         )
         return Payload(wire, batch_size, self, pending)
+
+    def _region_input(
+        self,
+        request: InferenceRequest,
+        inp: InferInput,
+        blocks: list[Block | SharedBlock],
+        regions: list[RegisteredRegion],
+    ) -> list[Any]:
+        """The wire descriptor of an input in a registered region (system: read in place by the
+        worker; CUDA: copied device→host once, into the arena)."""
+        sig = self.signature
+        ref = inp.shared_memory
+        is_bytes = not sig.itemsizes[inp.name]
+        if isinstance(ref, CudaRef):
+            if not is_bytes:
+                check_input_bytes(sig, request, inp, ref.byte_size)
+            block = self.pool.allocate(ref.byte_size)
+            blocks.append(block)
+            ref.copy_to_host(inp.name, block.view)
+            if is_bytes:
+                check_bytes_elements(sig, request, inp, block.view)
+            return [inp.name, inp.datatype, list(inp.shape), *block.descriptor]
+        assert ref is not None
+        if is_bytes:
+            check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
+        else:
+            check_input_bytes(sig, request, inp, ref.byte_size)
+        ref.region.acquire()
+        regions.append(ref.region)
+        return [inp.name, inp.datatype, list(inp.shape), *ref.descriptor]
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         """Run one request and return its (single) response; raises on error.
@@ -333,16 +361,7 @@ class Model(BatcherServices):
                 self._leave()
             raise response.error
         # the request counts as in flight until its outputs (views of shared memory) are released
-        release = response._release
-
-        def release_and_leave() -> None:
-            try:
-                if release is not None:
-                    release()
-            finally:
-                self._leave()
-
-        response._release = release_and_leave
+        pending.leave_on_release = True
         return response
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
@@ -379,6 +398,7 @@ class Model(BatcherServices):
         if error is None:
             try:
                 shm_outputs = payload.wire.get("shm_outputs")
+                resolve = self.pool.segments.resolve
                 for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
                     if release >= 0:
                         releases.append([seg_id, release])
@@ -391,12 +411,12 @@ class Model(BatcherServices):
                         tensor.shared_memory_region = ref.region.name if ref is not None else ""
                         tensors.append(tensor)
                         continue
-                    data = self.pool.segments.resolve(seg_id, offset, nbytes)
-                    if name in self.state_outputs and pending.on_state is not None:
+                    data = resolve(seg_id, offset, nbytes)
+                    if pending.on_state is not None and name in self.state_outputs:
                         pending.on_state(name, datatype, list(shape), bytes(data))
-                    if name in self._hidden_outputs:
+                    if self._hidden_outputs and name in self._hidden_outputs:
                         continue
-                    cuda_ref = self._cuda_output(request, name)
+                    cuda_ref = self._cuda_output(request, name) if pending.regions else None
                     if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
                         if nbytes > cuda_ref.byte_size:
                             raise output_region_too_small(name, cuda_ref.byte_size, nbytes)
@@ -405,7 +425,7 @@ class Model(BatcherServices):
                         tensor.shared_memory_region = cuda_ref.region.name
                         tensors.append(tensor)
                         continue
-                    tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
+                    tensors.append(OutputTensor(name, datatype, shape, data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
                     tensors = [self._classify(t, pending.classification) for t in tensors]
             except TritonError as exc:
@@ -425,7 +445,7 @@ class Model(BatcherServices):
         pending.open_responses += 1
         response = InferenceResponse(
             self.name,
-            str(self.version),
+            self.version_text,
             request.id,
             tensors,
             dict(parameters) if parameters else {},
@@ -475,9 +495,13 @@ class Model(BatcherServices):
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
             self._free_blocks(blocks)
-            regions, pending.regions = pending.regions, []
-            for region in regions:
-                region.release()
+            if pending.regions:
+                regions, pending.regions = pending.regions, []
+                for region in regions:
+                    region.release()
+            if pending.leave_on_release:
+                pending.leave_on_release = False
+                self._leave()
 
     def _free_blocks(self, blocks: list[Any]) -> None:
         for block in blocks:

@@ -404,6 +404,87 @@ def _outputs(
     return outputs
 
 
+def _plain_request(
+    root: Mapping[str, Any], body: memoryview, start: int, model_name: str, model_version: str
+) -> tuple[InferenceRequest, OutputPlan] | None:
+    """The request of a well-formed body in the common layout, in one pass; None for anything else.
+
+    Accepts only what :func:`parse_infer_request`'s full checks would accept the
+    same way: no shared memory, no classification, parameters of plain types;
+    binary inputs sized exactly by the data after the header. Any doubt returns
+    None and the full checks decide (and word the error).
+    """
+    params = root.get("parameters")
+    binary_output = False
+    request_params: dict[str, Any] = {}
+    if params is not None:
+        if type(params) is not dict:
+            return None
+        for key, value in params.items():
+            kind = type(value)
+            if key == "binary_data_output" and kind is bool:
+                binary_output = value
+            elif key.startswith("triton_") or key in _CHECKED_PARAMETERS or kind not in (str, bool):
+                return None  # the full checks decide (ints: range and type rules)
+            request_params[key] = value
+    request_id = root.get("id", "")
+    if type(request_id) is not str or (request_id and not request_id.isascii()):
+        return None
+    items = root.get("inputs")
+    if type(items) is not list:
+        return None
+    offset, end = start, len(body)
+    inputs: list[InferInput] = []
+    names = set()
+    for obj in items:
+        if type(obj) is not dict or len(obj) != 4:
+            return None
+        name, datatype, shape, iparams = obj.get("name"), obj.get("datatype"), obj.get("shape"), obj.get("parameters")
+        if type(name) is not str or type(datatype) is not str or type(shape) is not list or type(iparams) is not dict:
+            return None
+        if len(iparams) != 1 or name in names:
+            return None
+        size = iparams.get("binary_data_size")
+        if type(size) is not int or not 0 <= size <= end - offset:
+            return None
+        for dim in shape:
+            if type(dim) is not int or not 0 <= dim <= _UINT64_MAX:
+                return None
+        names.add(name)
+        inputs.append(InferInput(name, datatype, shape, body[offset : offset + size], dict(iparams), None, offset))
+        offset += size
+    if offset != end:
+        return None
+    plan = OutputPlan(binary_output)
+    outputs: list[RequestedOutput] = []
+    items = root.get("outputs")
+    if items is not None:
+        if type(items) is not list:
+            return None
+        for obj in items:
+            if type(obj) is not dict:
+                return None
+            name = obj.get("name")
+            oparams = obj.get("parameters", _NO_PARAMETERS)
+            if type(name) is not str or type(oparams) is not dict or name in plan.binary:
+                return None
+            binary = oparams.get("binary_data", False)
+            if type(binary) is not bool or len(obj) > 2 or len(oparams) > ("binary_data" in oparams):
+                return None
+            plan.binary[name] = binary
+            outputs.append(RequestedOutput(name, {}, None))
+    if len(root) != ("id" in root) + ("parameters" in root) + 1 + ("outputs" in root):
+        return None  # members of other names: the full checks decide
+    return InferenceRequest(model_name, model_version, request_id, inputs, outputs, request_params), plan
+
+
+#: request parameters whose type and range the full checks apply
+_CHECKED_PARAMETERS = frozenset(
+    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
+)
+_NO_PARAMETERS: dict[str, Any] = {}
+
+
 def parse_infer_request(
     body: memoryview,
     header_length: int,
@@ -424,6 +505,9 @@ def parse_infer_request(
     """
     doc = loads(body[:header_length])
     root: Mapping[str, Any] = doc if isinstance(doc, dict) else {}
+    plain = _plain_request(root, body, header_length, model_name, model_version)
+    if plain is not None:
+        return plain
     request_id = ""
     if "id" in root:
         if type(root["id"]) is not str:
@@ -540,6 +624,28 @@ def _json_data(name: str, datatype: str, shape: list[int], data: memoryview | by
     return fix_floats(text) if datatype in ("FP32", "FP64") else text
 
 
+_TEXT_JSON: dict[str, str] = {}  # names as JSON strings (model and output names: a small, fixed set)
+_MODEL_JSON: dict[tuple[str, str], str] = {}
+
+
+def _json_text(text: str) -> str:
+    cached = _TEXT_JSON.get(text)
+    if cached is None:
+        if len(_TEXT_JSON) > 4096:
+            _TEXT_JSON.clear()
+        cached = _TEXT_JSON[text] = encode(text)
+    return cached
+
+
+def _model_json(name: str, version: str) -> str:
+    cached = _MODEL_JSON.get((name, version))
+    if cached is None:
+        if len(_MODEL_JSON) > 4096:
+            _MODEL_JSON.clear()
+        cached = _MODEL_JSON[(name, version)] = f'"model_name":{encode(name)},"model_version":{encode(version)}'
+    return cached
+
+
 def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rendered:
     """Render ``response`` (``FinalizeResponse``); binary outputs are referenced, not copied.
 
@@ -550,17 +656,16 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rend
         INTERNAL for an output whose bytes do not match its shape.
     """
     head = [f'{{"id":{encode(response.id)},' if response.id else "{"]
-    head.append(f'"model_name":{encode(response.model_name)},')
-    head.append(f'"model_version":{encode(response.model_version)}')
+    head.append(_model_json(response.model_name, response.model_version))
     if response.parameters:
         parameters = dumps(response.parameters).decode("utf-8", "surrogateescape")
         head.append(f',"parameters":{parameters}')
     head.append(',"outputs":[')
     buffers: list[memoryview | bytes] = []
     for i, out in enumerate(response.outputs):
-        shape = ",".join(str(int(d)) for d in out.shape)
+        shape = ",".join(map(str, map(int, out.shape)))
         head.append("," if i else "")
-        head.append(f'{{"name":{encode(out.name)},"datatype":"{out.datatype}","shape":[{shape}]')
+        head.append(f'{{"name":{_json_text(out.name)},"datatype":"{out.datatype}","shape":[{shape}]')
         if out.shared_memory_region is not None:  # written into the client's region: nothing to send
             head.append("}")
         elif plan.is_binary(out.name):

@@ -64,6 +64,7 @@ STALL_TIMEOUT_S = 60.0
 _CHUNK_BUFFER = 64 * 1024
 
 _HEAD_END = b"\r\n\r\n"
+_HEADER_NAMES: dict[bytes, str] = {}  # header names as sent -> lower-case text
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -160,7 +161,11 @@ class _Head:
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
+        key = _HEADER_NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(_HEADER_NAMES) < 256:  # the names clients send are few; strangers are not kept
+                _HEADER_NAMES[name] = key
         if key not in self.headers:
             self.headers[key] = value.decode("latin-1")
 
@@ -464,7 +469,10 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._close()
             return
         self._state = _HEAD
-        self._process()
+        if self._filled:
+            self._process()  # a pipelined request is waiting
+        else:
+            self._resume_reading()
 
     def _release_response(self) -> None:
         """The response is on the wire (or the client gone): its shared memory and the body go back."""
