@@ -339,7 +339,8 @@ class WorkerProcess:
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
         releases, self._releases = self._releases, []
-        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests, releases])
+        # lazy: the batches handed to this worker in one loop iteration go out in one write
+        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests, releases], lazy=True)
         if self.execute_timeout_s > 0 and len(self._batches) == 1:
             self._arm_timer(batch_id)
 
