@@ -16,6 +16,8 @@ import http.client
 import json
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 import time
 import urllib.request
@@ -194,6 +196,14 @@ def test_echo_and_several_choices(client: openai.OpenAI) -> None:
     assert [c.text for c in sampled[0]] == [c.text for c in sampled[1]]  # a seed makes sampling repeatable
 
 
+def test_the_example_chat_client(server: ServerProcess) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "llm_models" / "chat_client.py"), "What is the capital of France?",
+         "--url", f"http://127.0.0.1:{server.openai_port}/v1"],  # type: ignore[attr-defined]
+        capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "The capital of France is Paris.\n", "")
+
+
 # -- what the endpoint sends a model ------------------------------------------------------------------
 def test_request_fields_become_sampling_parameters(client: openai.OpenAI) -> None:
     answer = client.completions.create(
@@ -303,7 +313,8 @@ def test_http_errors_have_the_openai_shape(server: ServerProcess) -> None:
     assert call(server, "GET", "/v1/completions") == (
         405, error("Method GET is not allowed for /v1/completions", code="method_not_allowed"))
     status, body = call(server, "POST", "/v1/completions", b'{"prompt": "' + b"x" * LIMIT + b'"}')
-    assert status == 413 and body["error"]["code"] == "request_too_large"
+    assert (status, body) == (413, error(f"Request body too large: Maximum request body size {LIMIT} exceeded.",
+                                         code="request_too_large"))
     assert call(server, "GET", "/v1/models/nope") == (404, error("The model `nope` does not exist.", "model",
                                                                  "model_not_found"))
 
