@@ -61,6 +61,30 @@ PARAMS_LLM_MODEL = """
             return out
 """
 
+# decoupled: one piece of text, then an error response (a model failing mid-stream)
+FAILING_LLM_CONFIG = """
+    backend: "python"
+    max_batch_size: 0
+    model_transaction_policy { decoupled: true }
+    input [ { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] } ]
+    output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+FAILING_LLM_MODEL = """
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            for request in requests:
+                sender = request.get_response_sender()
+                text = pb_utils.Tensor("text_output", np.array([b"Once"], dtype=np.object_))
+                sender.send(pb_utils.InferenceResponse([text]))
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("the model ran out of ideas")),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
+"""
+
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
@@ -70,6 +94,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     repo = root / "models"
     shutil.copytree(ROOT / "examples" / "llm_models" / "smollm2", repo / "smollm2")
     add_model(repo, "params_llm", PARAMS_LLM_CONFIG, files={"1/model.py": PARAMS_LLM_MODEL})
+    add_model(repo, "failing_llm", FAILING_LLM_CONFIG, files={"1/model.py": FAILING_LLM_MODEL})
     add_model(repo, "identity", identity_config())
     plugins = root / "plugins.toml"
     plugins.write_text(textwrap.dedent(f"""
@@ -128,7 +153,7 @@ def echoed(text: str) -> dict[str, Any]:
 def test_the_model_list_has_the_models_that_follow_the_llm_convention(client: openai.OpenAI) -> None:
     models = client.models.list()
     assert [(m.id, m.object, m.owned_by) for m in models.data] == [
-        ("params_llm", "model", "tritium"), ("smollm2", "model", "tritium")]
+        ("failing_llm", "model", "tritium"), ("params_llm", "model", "tritium"), ("smollm2", "model", "tritium")]
     assert client.models.retrieve("smollm2").id == "smollm2"
     with pytest.raises(openai.NotFoundError) as info:
         client.models.retrieve("identity")
@@ -317,6 +342,26 @@ def test_http_errors_have_the_openai_shape(server: ServerProcess) -> None:
                                          code="request_too_large"))
     assert call(server, "GET", "/v1/models/nope") == (404, error("The model `nope` does not exist.", "model",
                                                                  "model_not_found"))
+
+
+def test_an_error_after_the_first_chunk_is_an_error_event(server: ServerProcess, client: openai.OpenAI) -> None:
+    chunks = []
+    with pytest.raises(openai.APIError) as info:
+        for chunk in client.completions.create(model="failing_llm", prompt="x", stream=True):
+            chunks.append(chunk.choices[0].text)
+    assert chunks == ["Once"] and info.value.message == "the model ran out of ideas"
+    conn = http.client.HTTPConnection("127.0.0.1", server.openai_port, timeout=60)  # type: ignore[attr-defined]
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"model": "failing_llm", "messages": FRANCE, "stream": True}))
+    resp = conn.getresponse()
+    events = resp.read().decode().split("\n\n")
+    conn.close()
+    assert resp.status == 200 and events[-3:] == [
+        'data: {"error": {"message": "the model ran out of ideas", "type": "server_error", "param": null, '
+        '"code": "internal"}}', "data: [DONE]", ""]
+    # not streamed: the error is the answer
+    assert call(server, "POST", "/v1/completions", {"model": "failing_llm", "prompt": "x"}) == (
+        500, error("the model ran out of ideas", code="internal", kind="server_error"))
 
 
 def test_the_client_raises_on_errors(client: openai.OpenAI) -> None:
