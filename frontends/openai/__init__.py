@@ -51,9 +51,10 @@ def _setting(settings: Mapping[str, Any], key: str) -> Any:
     value = settings.get(key, DEFAULTS[key])
     default = DEFAULTS[key]
     if isinstance(default, int) and not isinstance(default, bool):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "port" else 1):
-            raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] {key} must be a positive integer, "
-                              f"got {value!r}")
+        low, high = (0, 65535) if key == "port" else (1, 1 << 62)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] {key} must be an integer from "
+                              f"{low} to {high}, got {value!r}")
     elif not isinstance(value, type(default)):
         raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] {key} must be a "
                           f"{type(default).__name__}, got {value!r}")

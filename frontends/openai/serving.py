@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from tritium.core import Code, InferenceServer, TritonError
@@ -175,14 +176,15 @@ class Serving:
                      request_id: str) -> AsyncIterator[Step]:
         request = llm.request(prompt, sampling, stream=stream, exclude_input=True, request_id=request_id)
         try:
-            async for response in self.server.infer_stream(request):
-                try:
-                    if response.error is not None:
-                        raise openai_error(response.error)
-                    step = Step.read(response)
-                finally:
-                    response.release()
-                yield step
+            async with aclosing(self.server.infer_stream(request)) as responses:
+                async for response in responses:
+                    try:
+                        if response.error is not None:
+                            raise openai_error(response.error)
+                        step = Step.read(response)
+                    finally:
+                        response.release()
+                    yield step
         except TritonError as exc:
             raise openai_error(exc) from None
 
@@ -197,14 +199,15 @@ class Serving:
         for number, prompt in enumerate(prompts):
             choices = _Choices(llm.name, n, number * n)
             pending_echo = echo
-            async for step in self._steps(llm, prompt, sampling, stream, request_id):
-                if pending_echo:
-                    pending_echo = False
-                    for i in range(n):
-                        choices.texts[i] = prompt
-                        yield (number * n + i, prompt, None)
-                for change in choices.update(step):
-                    yield change
+            async with aclosing(self._steps(llm, prompt, sampling, stream, request_id)) as steps:
+                async for step in steps:
+                    if pending_echo:
+                        pending_echo = False
+                        for i in range(n):
+                            choices.texts[i] = prompt
+                            yield (number * n + i, prompt, None)
+                    for change in choices.update(step):
+                        yield change
             yield choices
 
     @staticmethod
@@ -216,10 +219,11 @@ class Serving:
             first = []
 
         async def chained() -> AsyncIterator[Any]:
-            for item in first:
-                yield item
-            async for item in changes:
-                yield item
+            async with aclosing(changes):
+                for item in first:
+                    yield item
+                async for item in changes:
+                    yield item
 
         return chained()
 
@@ -239,11 +243,12 @@ class Serving:
         if req.stream:
             return self._completion_chunks(head, await self._primed(changes), req.include_usage)
         usage, choices = _Usage(), []
-        async for item in changes:
-            if isinstance(item, _Choices):
-                usage.add(item)
-                choices += [{"index": item.base + i, "text": item.texts[i], "logprobs": None,
-                             "finish_reason": item.finish[i]} for i in range(item.n)]
+        async with aclosing(changes):
+            async for item in changes:
+                if isinstance(item, _Choices):
+                    usage.add(item)
+                    choices += [{"index": item.base + i, "text": item.texts[i], "logprobs": None,
+                                 "finish_reason": item.finish[i]} for i in range(item.n)]
         return {**head, "choices": choices, "usage": usage.body()}
 
     @staticmethod
@@ -251,13 +256,14 @@ class Serving:
                                  include_usage: bool) -> AsyncIterator[dict[str, Any]]:
         usage = _Usage()
         extra = {"usage": None} if include_usage else {}
-        async for item in changes:
-            if isinstance(item, _Choices):
-                usage.add(item)
-                continue
-            index, text, reason = item
-            yield {**head, "choices": [{"index": index, "text": text, "logprobs": None,
-                                        "finish_reason": reason}], **extra}
+        async with aclosing(changes):
+            async for item in changes:
+                if isinstance(item, _Choices):
+                    usage.add(item)
+                    continue
+                index, text, reason = item
+                yield {**head, "choices": [{"index": index, "text": text, "logprobs": None,
+                                            "finish_reason": reason}], **extra}
         if include_usage:
             yield {**head, "choices": [], "usage": usage.body()}
 
@@ -285,11 +291,12 @@ class Serving:
             return self._chat_chunks({**head, "object": "chat.completion.chunk"}, req.sampling.n,
                                      await self._primed(changes), req.include_usage)
         usage, choices = _Usage(), []
-        async for item in changes:
-            if isinstance(item, _Choices):
-                usage.add(item)
-                choices = [{"index": i, "message": {"role": "assistant", "content": item.texts[i]},
-                            "logprobs": None, "finish_reason": item.finish[i]} for i in range(item.n)]
+        async with aclosing(changes):
+            async for item in changes:
+                if isinstance(item, _Choices):
+                    usage.add(item)
+                    choices = [{"index": i, "message": {"role": "assistant", "content": item.texts[i]},
+                                "logprobs": None, "finish_reason": item.finish[i]} for i in range(item.n)]
         return {**head, "choices": choices, "usage": usage.body()}
 
     @staticmethod
@@ -304,14 +311,15 @@ class Serving:
         for index in range(n):
             yield chunk(index, {"role": "assistant", "content": ""}, None)
         usage = _Usage()
-        async for item in changes:
-            if isinstance(item, _Choices):
-                usage.add(item)
-                continue
-            index, text, reason = item
-            if text:
-                yield chunk(index, {"content": text}, None)
-            if reason is not None:
-                yield chunk(index, {}, reason)
+        async with aclosing(changes):
+            async for item in changes:
+                if isinstance(item, _Choices):
+                    usage.add(item)
+                    continue
+                index, text, reason = item
+                if text:
+                    yield chunk(index, {"content": text}, None)
+                if reason is not None:
+                    yield chunk(index, {}, reason)
         if include_usage:
             yield {**head, "choices": [], "usage": usage.body()}

@@ -445,10 +445,18 @@ def test_plugins_toml_disables_the_endpoint(tmp_path: Path) -> None:
         assert "endpoints: http (not enabled" in server.log()
 
 
-def test_an_unknown_setting_stops_the_server_with_a_clear_error(tmp_path: Path) -> None:
-    server = _plugins_server(tmp_path, "enabled = true\nprot = 9000\n")
+@pytest.mark.parametrize("table, message", [
+    ("enabled = true\nprot = 9000\n",
+     "plugins.toml: [frontends.openai] has unknown settings: prot (known: address, chat_template, "
+     "default_max_tokens, enabled, max_choices, max_request_bytes, module, port)"),
+    ("enabled = true\ndefault_max_tokens = 0\n",
+     "plugins.toml: [frontends.openai] default_max_tokens must be an integer from 1 to 4611686018427387904, got 0"),
+    ('enabled = true\nchat_template = "/nonexistent/chat.jinja"\n',
+     "plugins.toml: [frontends.openai] chat_template: [Errno 2] No such file or directory: '/nonexistent/chat.jinja'"),
+])
+def test_a_bad_setting_stops_the_server_with_a_clear_error(tmp_path: Path, table: str, message: str) -> None:
+    server = _plugins_server(tmp_path, table)
     server.start(wait_ready=False)
     assert server.wait_exit(120) == 1
     server.stop()
-    assert ("plugins.toml: [frontends.openai] has unknown settings: prot (known: address, chat_template, "
-            "default_max_tokens, enabled, max_choices, max_request_bytes, module, port)") in server.log()
+    assert message in server.log()
