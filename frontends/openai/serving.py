@@ -99,6 +99,16 @@ class _Usage:
                 "total_tokens": self.prompt + self.completion}
 
 
+async def _changes(items: AsyncIterator[Any], usage: _Usage) -> AsyncIterator[tuple[int, str, str | None]]:
+    """The choice changes among ``items``; each prompt's finished choices are counted in ``usage``."""
+    async with aclosing(items):
+        async for item in items:
+            if isinstance(item, _Choices):
+                usage.add(item)
+            else:
+                yield item
+
+
 class Serving:
     """The OpenAI endpoints of one server.
 
@@ -256,12 +266,8 @@ class Serving:
                                  include_usage: bool) -> AsyncIterator[dict[str, Any]]:
         usage = _Usage()
         extra = {"usage": None} if include_usage else {}
-        async with aclosing(changes):
-            async for item in changes:
-                if isinstance(item, _Choices):
-                    usage.add(item)
-                    continue
-                index, text, reason = item
+        async with aclosing(_changes(changes, usage)) as found:
+            async for index, text, reason in found:
                 yield {**head, "choices": [{"index": index, "text": text, "logprobs": None,
                                             "finish_reason": reason}], **extra}
         if include_usage:
@@ -311,12 +317,8 @@ class Serving:
         for index in range(n):
             yield chunk(index, {"role": "assistant", "content": ""}, None)
         usage = _Usage()
-        async with aclosing(changes):
-            async for item in changes:
-                if isinstance(item, _Choices):
-                    usage.add(item)
-                    continue
-                index, text, reason = item
+        async with aclosing(_changes(changes, usage)) as found:
+            async for index, text, reason in found:
                 if text:
                     yield chunk(index, {"content": text}, None)
                 if reason is not None:
