@@ -414,7 +414,23 @@ def _plain_request(
     binary inputs sized exactly by the data after the header. Any doubt returns
     None and the full checks decide (and word the error).
     """
-    params = root.get("parameters")
+    request_id = ""
+    params: Any = None
+    outputs_json: Any = None
+    items: Any = None
+    for key, value in root.items():
+        if key == "inputs":
+            items = value
+        elif key == "outputs":
+            outputs_json = value
+        elif key == "id":
+            request_id = value
+        elif key == "parameters":
+            params = value
+        else:
+            return None  # members of other names: the full checks decide
+    if type(items) is not list or type(request_id) is not str or (request_id and not request_id.isascii()):
+        return None
     binary_output = False
     request_params: dict[str, Any] = {}
     if params is not None:
@@ -424,57 +440,62 @@ def _plain_request(
             kind = type(value)
             if key == "binary_data_output" and kind is bool:
                 binary_output = value
-            elif key.startswith("triton_") or key in _CHECKED_PARAMETERS or kind not in (str, bool):
+            elif kind is not str and kind is not bool or key in _CHECKED_PARAMETERS or key.startswith("triton_"):
                 return None  # the full checks decide (ints: range and type rules)
-            request_params[key] = value
-    request_id = root.get("id", "")
-    if type(request_id) is not str or (request_id and not request_id.isascii()):
-        return None
-    items = root.get("inputs")
-    if type(items) is not list:
-        return None
+        request_params = params
     offset, end = start, len(body)
     inputs: list[InferInput] = []
-    names = set()
+    names: set[str] = set()
     for obj in items:
-        if type(obj) is not dict or len(obj) != 4:
+        try:
+            if len(obj) != 4:
+                return None
+            name, datatype, shape, iparams = obj["name"], obj["datatype"], obj["shape"], obj["parameters"]
+            if len(iparams) != 1:
+                return None
+            size = iparams["binary_data_size"]
+        except (TypeError, KeyError):
             return None
-        name, datatype, shape, iparams = obj.get("name"), obj.get("datatype"), obj.get("shape"), obj.get("parameters")
-        if type(name) is not str or type(datatype) is not str or type(shape) is not list or type(iparams) is not dict:
-            return None
-        if len(iparams) != 1 or name in names:
-            return None
-        size = iparams.get("binary_data_size")
-        if type(size) is not int or not 0 <= size <= end - offset:
+        if (
+            type(name) is not str
+            or type(datatype) is not str
+            or type(shape) is not list
+            or type(size) is not int
+            or name in names
+            or not 0 <= size <= end - offset
+        ):
             return None
         for dim in shape:
-            if type(dim) is not int or not 0 <= dim <= _UINT64_MAX:
+            if type(dim) is not int or dim < 0 or dim > _UINT64_MAX:
                 return None
         names.add(name)
-        inputs.append(InferInput(name, datatype, shape, body[offset : offset + size], dict(iparams), None, offset))
+        inputs.append(InferInput(name, datatype, shape, body[offset : offset + size], iparams, None, offset))
         offset += size
     if offset != end:
         return None
     plan = OutputPlan(binary_output)
     outputs: list[RequestedOutput] = []
-    items = root.get("outputs")
-    if items is not None:
-        if type(items) is not list:
+    if outputs_json is not None:
+        if type(outputs_json) is not list:
             return None
-        for obj in items:
+        binary_of = plan.binary
+        for obj in outputs_json:
             if type(obj) is not dict:
                 return None
             name = obj.get("name")
-            oparams = obj.get("parameters", _NO_PARAMETERS)
-            if type(name) is not str or type(oparams) is not dict or name in plan.binary:
+            if len(obj) == 1:
+                binary = False
+            else:
+                oparams = obj.get("parameters")
+                if len(obj) != 2 or type(oparams) is not dict or len(oparams) != 1:
+                    return None
+                binary = oparams.get("binary_data")
+                if type(binary) is not bool:
+                    return None
+            if type(name) is not str or name in binary_of:
                 return None
-            binary = oparams.get("binary_data", False)
-            if type(binary) is not bool or len(obj) > 2 or len(oparams) > ("binary_data" in oparams):
-                return None
-            plan.binary[name] = binary
-            outputs.append(RequestedOutput(name, {}, None))
-    if len(root) != ("id" in root) + ("parameters" in root) + 1 + ("outputs" in root):
-        return None  # members of other names: the full checks decide
+            binary_of[name] = binary
+            outputs.append(RequestedOutput(name))
     return InferenceRequest(model_name, model_version, request_id, inputs, outputs, request_params), plan
 
 
