@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 from .classification import classify
@@ -47,7 +47,11 @@ from .validation import ModelSignature, check_bytes_elements, check_input_bytes,
 
 log = logging.getLogger("tritium.model")
 
-__all__ = ["Model", "ModelState"]
+__all__ = ["Model", "ModelState", "Done"]
+
+#: receives a request's final response, or the error it failed with: ``done(response, None)`` /
+#: ``done(None, error)``
+Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
 
 
 class ModelState:
@@ -65,7 +69,8 @@ class _Pending:
 
     request: InferenceRequest
     blocks: list[Block | SharedBlock]
-    future: asyncio.Future[InferenceResponse] | None
+    #: gets the final response (or the error) of a request that is not streamed, once
+    done: "Done | None"
     queue: asyncio.Queue[InferenceResponse] | None
     classification: dict[str, int] = field(default_factory=dict)
     open_responses: int = 0
@@ -212,7 +217,7 @@ class Model(BatcherServices):
         await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
 
     # -- the request path --------------------------------------------------------------
-    def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:
+    def _prepare(self, request: InferenceRequest, stream: bool, done: "Done | None" = None) -> Payload:
         sig = self.signature
         batch_size = validate_request(sig, request)
         blocks: list[Block | SharedBlock] = []
@@ -288,14 +293,7 @@ class Model(BatcherServices):
             }
         if shm_outputs:
             wire["shm_outputs"] = shm_outputs
-        pending = _Pending(
-            request,
-            blocks,
-            None if stream else asyncio.get_running_loop().create_future(),
-            asyncio.Queue() if stream else None,
-            classification,
-            regions=regions,
-        )
+        pending = _Pending(request, blocks, done, asyncio.Queue() if stream else None, classification, regions=regions)
         return Payload(wire, batch_size, self, pending)
 
     def _region_input(
@@ -328,12 +326,16 @@ class Model(BatcherServices):
         regions.append(ref.region)
         return [inp.name, inp.datatype, list(inp.shape), *ref.descriptor]
 
-    async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        """Run one request and return its (single) response; raises on error.
+    def submit(self, request: InferenceRequest, done: "Done") -> None:
+        """Start one request; ``done(response, None)`` or ``done(None, error)`` is called once, later
+        (or at once, for a request refused before it is queued), on the event loop.
+
+        The response's outputs are views of shared memory, valid until
+        ``response.release()``; the request counts as active (:meth:`drain`)
+        until then.
 
         :raises TritonError: INVALID_ARG for a request that does not fit the
-            config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`),
-            or the backend's error.
+            config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`).
         """
         if self.decoupled:
             raise TritonError(
@@ -342,27 +344,31 @@ class Model(BatcherServices):
             )
         self._enter()
         try:
-            payload = self._prepare(request, stream=False)
-            pending: _Pending = payload.context
-            self.scheduler.enqueue(payload)
-            assert pending.future is not None
-            try:
-                response = await pending.future
-            except asyncio.CancelledError:
-                pending.future = None  # responses arriving later are released at once
-                raise
+            payload = self._prepare(request, stream=False, done=done)
         except BaseException:
             self._leave()
             raise
-        if response.error is not None:
-            try:
-                response.release()  # its input blocks and regions
-            finally:
-                self._leave()
-            raise response.error
-        # the request counts as in flight until its outputs (views of shared memory) are released
-        pending.leave_on_release = True
-        return response
+        payload.context.leave_on_release = True
+        self.scheduler.enqueue(payload)
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request and return its (single) response; raises on error (see :meth:`submit`).
+
+        :raises TritonError: as :meth:`submit`, or the backend's error.
+        """
+        future: asyncio.Future[InferenceResponse] = asyncio.get_running_loop().create_future()
+
+        def done(response: InferenceResponse | None, error: BaseException | None) -> None:
+            if future.cancelled():  # the caller went away: nothing will release it
+                if response is not None:
+                    response.release()
+            elif error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(response)  # type: ignore[arg-type]
+
+        self.submit(request, done)
+        return await future
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
         """Run one request and yield each response as it comes (decoupled models: zero or more).
@@ -464,8 +470,16 @@ class Model(BatcherServices):
         response._release = lambda: self._release(payload, worker, releases)
         if pending.queue is not None:
             pending.queue.put_nowait(response)
-        elif pending.future is not None and not pending.future.done() and final:
-            pending.future.set_result(response)
+        elif pending.done is not None and final:
+            done, pending.done = pending.done, None
+            try:
+                if error is None:
+                    done(response, None)
+                else:
+                    response.release()  # its input blocks and regions
+                    done(None, error)
+            except Exception:  # the caller's bug: it must not be taken for the worker's
+                log.exception("delivering a response of model %s failed", self.label)
         else:
             response.release()
 

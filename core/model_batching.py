@@ -99,7 +99,6 @@ class BatcherServices:
                 inputs.append(InferInput(name, datatype, list(shape), data))
         payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
         pending = payload.context
-        pending.future = None
         pending.null = True
         return payload
 

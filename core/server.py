@@ -25,7 +25,7 @@ from .hookspecs import Frontend
 from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import SharedMemoryManager
-from .model import Model
+from .model import Done, Model
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
@@ -245,9 +245,51 @@ class InferenceServer:
         try:
             return await model.infer(request)
         finally:
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
+            self._left()
+
+    def submit(self, request: InferenceRequest, done: Done, model: Any = None) -> None:
+        """Start one request without a coroutine: ``done(response, None)`` or ``done(None, error)``
+        is called once, on the event loop (at once for a request refused before it is queued).
+
+        The same as :meth:`infer` for a frontend that answers from a callback (the
+        HTTP endpoint: no task per request). The response's outputs stay valid
+        until ``response.release()``.
+
+        :param model: the model ``request`` names, when the caller looked it up already.
+        :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG for a
+            request that does not fit it (the backend's errors go to ``done``).
+        """
+        self._admit()
+        if model is None:
+            model = self.model(request.model_name, request.model_version)
+
+        def finished(response: InferenceResponse | None, error: BaseException | None) -> None:
+            self._left()
+            done(response, error)
+
+        self._inflight += 1
+        self._idle.clear()
+        if not isinstance(model, Model):  # an ensemble, or a model behind the response cache
+            def settle(task: asyncio.Task[InferenceResponse]) -> None:
+                if task.cancelled():
+                    finished(None, TritonError(Code.UNAVAILABLE, "Server is stopping, request cancelled"))
+                elif task.exception() is not None:
+                    finished(None, task.exception())
+                else:
+                    finished(task.result(), None)
+
+            asyncio.get_running_loop().create_task(model.infer(request)).add_done_callback(settle)
+            return
+        try:
+            model.submit(request, finished)
+        except BaseException:
+            self._left()
+            raise
+
+    def _left(self) -> None:
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.set()
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         """Run one request and yield every response (decoupled models send zero or more)."""

@@ -106,11 +106,14 @@ class HTTPFrontend:
             if refused is not None:
                 respond(refused)
                 return
+        request.respond = respond
         result = handler(self.context, request)
+        if result is None:  # the handler answers through request.respond
+            return
         if isinstance(result, HttpResponse):
             respond(result)
             return
-        task = asyncio.ensure_future(self._answer(result, respond))
+        task = asyncio.get_running_loop().create_task(self._answer(result, respond))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -81,11 +81,11 @@ class HttpRequest:
     :ivar body: the body bytes (a view of the arena block or buffer it was received into).
     :ivar params: the route's URL parameters (``model``, ``version``, ``name``).
     :ivar body_block: the arena block holding ``body`` when it was received into the
-        core's arena (:class:`~tritium.core.model_batching.SharedBlock`, one reference
+        core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
         held by the connection until the response is sent), else None.
     """
 
-    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route")
+    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond")
 
     def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -95,6 +95,8 @@ class HttpRequest:
         self.params: dict[str, str] = {}
         self.body_block: Any = None
         self.route: Any = None
+        #: answers the request (exactly once): for a handler that answers later, from a callback
+        self.respond: Callable[["HttpResponse"], None] = _unset
 
 
 class HttpResponse:
@@ -180,6 +182,10 @@ class _Head:
 
     def on_message_complete(self) -> None:
         self.message_done = True
+
+
+def _unset(response: "HttpResponse") -> None:
+    raise RuntimeError("the request is not being answered by a connection")
 
 
 def _url_path(url: bytes) -> str:

@@ -19,8 +19,9 @@ from .connection import HttpRequest, HttpResponse
 
 __all__ = ["Route", "Router", "Handler", "NOT_FOUND", "METHOD_NOT_ALLOWED"]
 
-#: a handler gets the endpoint's context and the request; it answers now or from a coroutine
-Handler = Callable[[Any, HttpRequest], Union[HttpResponse, Awaitable[HttpResponse]]]
+#: a handler gets the endpoint's context and the request; it answers now (a response), from a
+#: coroutine, or later through ``request.respond`` (it returns None)
+Handler = Callable[[Any, HttpRequest], Union[HttpResponse, Awaitable[HttpResponse], None]]
 
 NOT_FOUND = HttpResponse(404, b'{"error":"Not Found"}')
 METHOD_NOT_ALLOWED = HttpResponse(405, b'{"error":"Method Not Allowed"}')

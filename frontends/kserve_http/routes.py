@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import re
 import zlib
+from typing import Any
 
 from ...core.errors import Code, TritonError
+from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
 from . import codec
 from .context import EndpointContext, error_response
@@ -164,22 +166,55 @@ def _accepted_encoding(header: str | None) -> str | None:
     return None if chosen == "identity" else chosen
 
 
-async def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
-    """``POST /v2/models/{m}[/versions/{v}]/infer``: one inference, JSON and/or binary tensors."""
-    inflight = ctx.inflight
-    inflight.enter()
+def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
+    """``POST /v2/models/{m}[/versions/{v}]/infer``: one inference, JSON and/or binary tensors.
+
+    Answers from the model's completion callback (``request.respond``), with no task
+    or coroutine per request; errors found before the model runs are answered at once.
+    """
     try:
-        return await _infer(ctx, request)
+        parsed = _parse(ctx, request)
     except TritonError as exc:
         return error_response(exc)
     except Exception as exc:  # a bug must not take the connection down without an answer
         log.exception("HTTP inference request failed")
         return error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-    finally:
+    if isinstance(parsed, HttpResponse):
+        return parsed
+    ireq, plan, model = parsed
+    respond = request.respond
+    inflight = ctx.inflight
+
+    def done(response: InferenceResponse | None, error: BaseException | None) -> None:
         inflight.leave()
+        if response is None:
+            if not isinstance(error, TritonError):
+                log.error("HTTP inference request failed: %r", error)
+                error = TritonError(Code.INTERNAL, f"internal error: {error!r}")
+            respond(error_response(error))
+            return
+        try:
+            answer = _render(request, response, plan)
+        except TritonError as exc:
+            response.release()
+            answer = error_response(exc)
+        except Exception as exc:
+            response.release()
+            log.exception("rendering an HTTP inference response failed")
+            answer = error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
+        respond(answer)
+
+    inflight.enter()
+    try:
+        ctx.server.submit(ireq, done, model)
+    except TritonError as exc:
+        inflight.leave()
+        return error_response(exc)
+    return None
 
 
-async def _infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+def _parse(ctx: EndpointContext, request: HttpRequest) -> tuple[InferenceRequest, codec.OutputPlan, Any] | HttpResponse:
+    """The request, its output plan and its model; or the answer to a body that cannot be read."""
     server = ctx.server
     name = request.params["model"]
     version = _version(request)
@@ -205,12 +240,7 @@ async def _infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
         ireq, plan = codec.parse_infer_request(view, length, name, version, server.shared_memory.resolve)
     if encoding is None:
         ireq.buffer = request.body_block  # binary inputs already lie in the arena
-    response = await server.infer(ireq)
-    try:
-        return _render(request, response, plan)
-    except BaseException:
-        response.release()
-        raise
+    return ireq, plan, model
 
 
 def _render(request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan) -> HttpResponse:
