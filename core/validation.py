@@ -78,9 +78,12 @@ class ModelSignature:
         #: (the common config): lets :func:`validate_request` accept a valid request in one pass
         #: name -> bytes per element of each input (0 for BYTES: elements of their own sizes)
         self.itemsizes = {n: (0 if s.datatype.is_bytes else s.datatype.itemsize) for n, s in self.inputs.items()}
-        self.fixed_inputs: dict[str, tuple[str, tuple[int, ...]]] | None = None
+        #: name -> (KServe datatype name, dims, dims as a list when none is -1, else None)
+        self.fixed_inputs: dict[str, tuple[str, tuple[int, ...], list[int] | None]] | None = None
         if len(self.required) == len(self.inputs):
-            self.fixed_inputs = {n: (s.datatype.name, s.dims) for n, s in self.inputs.items()}
+            self.fixed_inputs = {
+                n: (s.datatype.name, s.dims, None if -1 in s.dims else list(s.dims)) for n, s in self.inputs.items()
+            }
 
 
 def _check_count(sig: ModelSignature, request: InferenceRequest, prefix: str) -> None:
@@ -130,22 +133,19 @@ def _valid_batch_size(sig: ModelSignature, request: InferenceRequest) -> int:
         if spec is None or inp.datatype != spec[0]:
             return 0
         shape = inp.shape
-        dims = spec[1]
         if max_batch > 0:
-            if len(shape) != len(dims) + 1:
+            if not shape:
                 return 0
             first = shape[0]
             if not batch:
                 batch = first
             elif first != batch:
                 return 0
-            for d, n in zip(dims, shape[1:]):
-                if n < 0 or (d != n and d != -1):
-                    return 0
-        else:
-            if len(shape) != len(dims):
+            shape = shape[1:]
+        if shape != spec[2]:  # a configured shape with no variable dimension: one comparison
+            if spec[2] is not None or len(shape) != len(spec[1]):
                 return 0
-            for d, n in zip(dims, shape):
+            for d, n in zip(spec[1], shape):
                 if n < 0 or (d != n and d != -1):
                     return 0
         seen.add(inp.name)

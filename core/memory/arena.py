@@ -341,7 +341,8 @@ class SegmentTable:
         segment = self._segments.get(seg_id)
         if segment is None:
             raise TritonError(Code.INTERNAL, f"descriptor names unknown shared-memory segment {seg_id:#x}")
-        if not window_inside(offset, nbytes, segment.size):
+        size = segment.size
+        if not (0 <= offset <= size and 0 <= nbytes <= size - offset):  # window_inside, inlined (hot)
             raise TritonError(
                 Code.INTERNAL,
                 f"descriptor [{offset}, {offset}+{nbytes}) lies outside segment {seg_id:#x} of {segment.size} bytes",

@@ -35,6 +35,7 @@ from ...core.response import InferenceResponse
 from ...core.tensor import deserialize_bytes, serialize_bytes
 from ...core.types import by_config_name, by_name
 from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
+from .plain import plain_request
 
 __all__ = [
     "OutputPlan",
@@ -404,108 +405,6 @@ def _outputs(
     return outputs
 
 
-def _plain_request(
-    root: Mapping[str, Any], body: memoryview, start: int, model_name: str, model_version: str
-) -> tuple[InferenceRequest, OutputPlan] | None:
-    """The request of a well-formed body in the common layout, in one pass; None for anything else.
-
-    Accepts only what :func:`parse_infer_request`'s full checks would accept the
-    same way: no shared memory, no classification, parameters of plain types;
-    binary inputs sized exactly by the data after the header. Any doubt returns
-    None and the full checks decide (and word the error).
-    """
-    request_id = ""
-    params: Any = None
-    outputs_json: Any = None
-    items: Any = None
-    for key, value in root.items():
-        if key == "inputs":
-            items = value
-        elif key == "outputs":
-            outputs_json = value
-        elif key == "id":
-            request_id = value
-        elif key == "parameters":
-            params = value
-        else:
-            return None  # members of other names: the full checks decide
-    if type(items) is not list or type(request_id) is not str or (request_id and not request_id.isascii()):
-        return None
-    binary_output = False
-    request_params: dict[str, Any] = {}
-    if params is not None:
-        if type(params) is not dict:
-            return None
-        for key, value in params.items():
-            kind = type(value)
-            if key == "binary_data_output" and kind is bool:
-                binary_output = value
-            elif kind is not str and kind is not bool or key in _CHECKED_PARAMETERS or key.startswith("triton_"):
-                return None  # the full checks decide (ints: range and type rules)
-        request_params = params
-    offset, end = start, len(body)
-    inputs: list[InferInput] = []
-    names: set[str] = set()
-    for obj in items:
-        try:
-            if len(obj) != 4:
-                return None
-            name, datatype, shape, iparams = obj["name"], obj["datatype"], obj["shape"], obj["parameters"]
-            if len(iparams) != 1:
-                return None
-            size = iparams["binary_data_size"]
-        except (TypeError, KeyError):
-            return None
-        if (
-            type(name) is not str
-            or type(datatype) is not str
-            or type(shape) is not list
-            or type(size) is not int
-            or name in names
-            or not 0 <= size <= end - offset
-        ):
-            return None
-        for dim in shape:
-            if type(dim) is not int or dim < 0 or dim > _UINT64_MAX:
-                return None
-        names.add(name)
-        inputs.append(InferInput(name, datatype, shape, body[offset : offset + size], iparams, None, offset))
-        offset += size
-    if offset != end:
-        return None
-    plan = OutputPlan(binary_output)
-    outputs: list[RequestedOutput] = []
-    if outputs_json is not None:
-        if type(outputs_json) is not list:
-            return None
-        binary_of = plan.binary
-        for obj in outputs_json:
-            if type(obj) is not dict:
-                return None
-            name = obj.get("name")
-            if len(obj) == 1:
-                binary = False
-            else:
-                oparams = obj.get("parameters")
-                if len(obj) != 2 or type(oparams) is not dict or len(oparams) != 1:
-                    return None
-                binary = oparams.get("binary_data")
-                if type(binary) is not bool:
-                    return None
-            if type(name) is not str or name in binary_of:
-                return None
-            binary_of[name] = binary
-            outputs.append(RequestedOutput(name))
-    return InferenceRequest(model_name, model_version, request_id, inputs, outputs, request_params), plan
-
-
-#: request parameters whose type and range the full checks apply
-_CHECKED_PARAMETERS = frozenset(
-    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output"}
-)
-_NO_PARAMETERS: dict[str, Any] = {}
-
-
 def parse_infer_request(
     body: memoryview,
     header_length: int,
@@ -524,11 +423,12 @@ def parse_infer_request(
         parse ..." messages), INVALID_ARG for inconsistent sizes, NOT_FOUND for
         an unknown shared-memory region.
     """
+    plain = plain_request(body[:header_length], body, header_length, model_name, model_version)
+    if plain is not None:  # the layout most clients send, checked while it was decoded
+        request, binary, binary_output = plain
+        return request, OutputPlan(binary_output, binary)
     doc = loads(body[:header_length])
     root: Mapping[str, Any] = doc if isinstance(doc, dict) else {}
-    plain = _plain_request(root, body, header_length, model_name, model_version)
-    if plain is not None:
-        return plain
     request_id = ""
     if "id" in root:
         if type(root["id"]) is not str:

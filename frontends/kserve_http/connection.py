@@ -184,6 +184,21 @@ class _Head:
         self.message_done = True
 
 
+_STATUS_LINES: dict[tuple[int, str | None], str] = {}
+
+
+def _status_lines(status: int, content_type: str | None) -> str:
+    """The status line and the Content-Type header (cached: few combinations occur)."""
+    text = _STATUS_LINES.get((status, content_type))
+    if text is None:
+        text = f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
+        if content_type is not None:
+            text += f"Content-Type: {content_type}\r\n"
+        if len(_STATUS_LINES) < 256:
+            _STATUS_LINES[(status, content_type)] = text
+    return text
+
+
 def _unset(response: "HttpResponse") -> None:
     raise RuntimeError("the request is not being answered by a connection")
 
@@ -444,22 +459,19 @@ class HttpConnection(asyncio.BufferedProtocol):
             return
         keep = self._keep_alive and not self._eof
         body = response.body
-        if isinstance(body, (bytes, bytearray, memoryview)):
-            size = len(body)
-            parts = None
+        if type(body) is list:
+            parts: list[Any] | None = body
+            size = sum([memoryview(b).nbytes for b in body])
         else:
-            parts = body
-            size = sum(memoryview(b).nbytes for b in parts)
-        lines = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Unknown')}\r\n"]
-        if response.content_type is not None:
-            lines.append(f"Content-Type: {response.content_type}\r\n")
+            parts = None
+            size = len(body)  # type: ignore[arg-type]
+        start = _status_lines(response.status, response.content_type)
         if response.headers:
-            lines.extend(f"{k}: {v}\r\n" for k, v in response.headers.items())
-        lines.append(f"Content-Length: {size}\r\n")
-        if not keep:
-            lines.append("Connection: close\r\n")
-        lines.append("\r\n")
-        head = "".join(lines).encode("latin-1")
+            start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
+        if keep:
+            head = f"{start}Content-Length: {size}\r\n\r\n".encode("latin-1")
+        else:
+            head = f"{start}Content-Length: {size}\r\nConnection: close\r\n\r\n".encode("latin-1")
         head_only, self._head_only = self._head_only, False
         if parts is None:
             transport.write(head if head_only or not size else head + body)
