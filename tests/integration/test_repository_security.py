@@ -359,7 +359,7 @@ def test_restricted_shared_memory_registers_only_with_the_header(restricted: Ser
     import tritonclient.utils.shared_memory as shm
     from tritonclient.utils import InferenceServerException
 
-    key = f"/tritium_restricted_{os.getpid()}"
+    key = f"/tritium_test_restricted_{os.getpid()}"
     handle = shm.create_shared_memory_region("r", key, 64)
     http = httpclient.InferenceServerClient(restricted.http_url)
     try:

@@ -513,7 +513,8 @@ def test_soak_leaves_memory_and_descriptors_flat(server: ServerProcess, regions:
     mine = {e for e in before[3] | after[3] if e.startswith(regions.prefix)}
     assert {e for e in after[3] if e in mine} == {e for e in before[3] if e in mine}
     # nothing of the server's appears (client regions of other test runs on this machine aside)
-    assert not any(e.startswith("tritium") and not e.startswith("tritium_test_") for e in after[3] - before[3])
+    appeared = [e for e in after[3] - before[3] if e.startswith("tritium") and not e.startswith("tritium_test_")]
+    assert not appeared, appeared
     client.close()
 
 
