@@ -199,6 +199,14 @@ def _status_lines(status: int, content_type: str | None) -> str:
     return text
 
 
+def _keep_alive(http10: bool, connection: str | None) -> bool:
+    """Whether the connection stays open after the response (RFC 9112 section 9.3)."""
+    if not connection:
+        return not http10
+    tokens = {token.strip() for token in connection.lower().split(",")}
+    return "keep-alive" in tokens if http10 else "close" not in tokens
+
+
 def _unset(response: "HttpResponse") -> None:
     raise RuntimeError("the request is not being answered by a connection")
 
@@ -238,9 +246,11 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._pending_release: Callable[[], None] | None = None
         self._close_after = False
         self._head_only = False  # answering a HEAD request: headers only
+        self._http10 = False  # the request being answered is HTTP/1.0
         self._eof = False
         #: monotonic time of the last progress, for the stall check
         self.progress = 0.0
+        self._unsent = 0  # bytes of a response still in the transport at the last stall check
 
     # -- transport callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -348,7 +358,8 @@ class HttpConnection(asyncio.BufferedProtocol):
             return
         method = parser.get_method().decode("ascii", "replace")
         request = HttpRequest(method, _url_path(head.url), head.headers)
-        self._keep_alive = parser.should_keep_alive()
+        self._http10 = parser.get_http_version() == "1.0"
+        self._keep_alive = _keep_alive(self._http10, head.headers.get("connection"))
         self._request = request
         self._consume(head_len)
         headers = head.headers
@@ -469,6 +480,8 @@ class HttpConnection(asyncio.BufferedProtocol):
         if response.headers:
             start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
         if keep:
+            if self._http10:
+                start += "Connection: keep-alive\r\n"
             head = f"{start}Content-Length: {size}\r\n\r\n".encode("latin-1")
         else:
             head = f"{start}Content-Length: {size}\r\nConnection: close\r\n\r\n".encode("latin-1")
@@ -539,10 +552,22 @@ class HttpConnection(asyncio.BufferedProtocol):
         """No request is being received or answered."""
         return self._state == _HEAD and not self._filled and not self._write_paused
 
-    @property
-    def stalled_state(self) -> bool:
-        """Waiting on the client: a partial head or body, or a response it does not read."""
-        return self._write_paused or self._state in (_BODY, _CHUNKED) or (self._state == _HEAD and self._filled > 0)
+    def stalled_since(self) -> float | None:
+        """Since when (monotonic s) the connection waits on its client without progress; None: it does not.
+
+        Waiting: a partial head or body, or a response the client does not read.
+        A response that drains counts as progress, however slowly it goes.
+        """
+        if self._write_paused:
+            transport = self._transport
+            unsent = transport.get_write_buffer_size() if transport is not None else 0
+            if unsent != self._unsent:
+                self._unsent = unsent
+                self.progress = time.monotonic()
+            return self.progress
+        if self._state in (_BODY, _CHUNKED) or (self._state == _HEAD and self._filled > 0):
+            return self.progress
+        return None
 
     def abort(self) -> None:
         """Drop the connection now."""
@@ -591,7 +616,8 @@ class ConnectionTable:
             await asyncio.sleep(1.0)
             deadline = time.monotonic() - self.stall_timeout_s
             for connection in list(self._open):
-                if connection.stalled_state and connection.progress < deadline:
+                since = connection.stalled_since()
+                if since is not None and since < deadline:
                     log.info("dropping an HTTP connection that made no progress for %.0f s", self.stall_timeout_s)
                     connection.abort()
 
