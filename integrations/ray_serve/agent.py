@@ -214,6 +214,8 @@ class ReplicaAgent:
     async def metrics(self) -> bytes:
         """Prometheus text of every live replica's ``nv_*`` and ``tritium_*`` metrics, labelled by replica."""
         replies = await self._everyone("metrics")
+        _raise_silent(replies, "metrics")
+        _raise_first_error(replies)
         return render_metrics({r: value for r, (status, value) in replies.items() if status == "ok"})
 
     async def load_model(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
