@@ -121,7 +121,12 @@ class TritiumArgs(BaseModel):
         low = self.min_replicas if self.min_replicas is not None else 1
         if self.autoscaling and low > int(self.max_replicas or 0):
             raise ValueError(f"min_replicas ({low}) is more than max_replicas ({self.max_replicas})")
-        self.server_options()  # the flags must parse, as tritium-server parses them
+        options = self.server_options()  # the flags must parse, as tritium-server parses them
+        if options.http_restricted_api or options.grpc_restricted_protocol:
+            raise ValueError(
+                "--http-restricted-api / --grpc-restricted-protocol are not applied through Ray Serve's proxies; "
+                "protect the Serve address instead (docs/deploy.md)"
+            )
         return self
 
     @property

@@ -235,6 +235,16 @@ def test_requests_spread_over_both_replicas_and_statistics_sum_over_them(fixed: 
     http.close()
     grpc.close()
 
+    # Serve's own metrics (Ray's metrics export port) carry the same replica ids in their "replica" label
+    def serve_replicas() -> set[str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{fixed.metrics_port}/metrics", timeout=30) as resp:
+            text = resp.read().decode()
+        lines = [line for line in text.splitlines() if line.startswith("ray_serve_deployment_processing_latency_ms_count{")
+                 and 'deployment="TritiumServer"' in line]
+        return {m for line in lines for m in re.findall(r'replica="([^"]+)"', line)}
+
+    _wait("Serve's metrics of both replicas", lambda: serve_replicas() == set(served), 60, fixed)
+
 
 def test_bad_requests_get_tritons_answers_and_the_replicas_keep_serving(fixed: RayCluster) -> None:
     http = httpclient.InferenceServerClient(fixed.http_url)

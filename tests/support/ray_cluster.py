@@ -31,12 +31,13 @@ import yaml
 from tests.support.procs import children_of
 from tests.support.server import free_port
 
-__all__ = ["RayCluster", "replica_pids", "replicas_in_metrics"]
+__all__ = ["RayCluster", "descendants", "replica_pids", "replicas_in_metrics"]
 
 BIN = Path(sys.executable).parent
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children, ...), by parent PID."""
     found, todo = [], [pid]
     while todo:
         for child in children_of(todo.pop()):
@@ -186,7 +187,7 @@ class RayCluster:
         is anonymous (nothing is left in /dev/shm either way).
         """
         if self.proc is not None:
-            pids = [self.proc.pid, *_descendants(self.proc.pid)]
+            pids = [self.proc.pid, *descendants(self.proc.pid)]
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGTERM)

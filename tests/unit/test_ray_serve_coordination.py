@@ -263,5 +263,7 @@ def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_pat
         TritiumArgs(model_repository="m", num_replicas=2, max_replicas=3)
     with pytest.raises(ValueError, match=r"min_replicas \(4\) is more than max_replicas \(3\)"):
         TritiumArgs(model_repository="m", min_replicas=4, max_replicas=3)
+    with pytest.raises(ValueError, match="not applied through Ray Serve's proxies"):
+        TritiumArgs(model_repository="m", server_args=["--http-restricted-api=model-repository:k=v"])
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         TritiumArgs(model_repository="m", num_replica=2)
