@@ -154,13 +154,15 @@ def render(results: list[Measured]) -> str:
                     ratio = f"{m.row.throughput / base.row.throughput:.2f}×" if base else "–"
                     lines.append(
                         f"| {model} | {protocol} | {concurrency} | {names[setup]} | {m.row.throughput:,.1f} | {ratio} "
-                        f"| {m.row.p50_us:,.0f} | {m.row.p99_us:,.0f} | {m.serving_cpu_us:,.0f} | {m.idle_cpu_us:,.0f} |"
+                        f"| {m.row.p50_us:,.0f} | {m.row.p99_us:,.0f} | {m.serving_cpu_us:,.0f} "
+                        f"| {m.idle_cpu_us:,.0f} |"
                     )
     lines += ["", "### The proxy's cost per request", "",
               "Serve with one replica minus one tritium-server, add_sub, concurrency 1 (the same server code runs "
               "inside the replica; the difference is Serve's proxy, its routing and the hops between Ray "
               "processes):", "",
-              "| protocol | p50 latency added (µs) | serving CPU added per request (µs) | of it, per request, not idle work (µs) |",
+              "| protocol | p50 latency added (µs) | serving CPU added per request (µs) "
+              "| of it, per request, not idle work (µs) |",
               "| --- | ---: | ---: | ---: |"]
     for protocol in PROTOCOLS:
         base, serve = by.get(("tritium-server", "add_sub", protocol, 1)), by.get(("serve-1", "add_sub", protocol, 1))

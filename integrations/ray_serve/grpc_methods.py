@@ -133,7 +133,8 @@ class GrpcMethods:
             return _fail(grpc_context, exc, pb.ModelInferResponse())
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, the replica goes on
             log.exception("ModelInfer failed")
-            return _fail(grpc_context, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"), pb.ModelInferResponse())
+            error = TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}")
+            return _fail(grpc_context, error, pb.ModelInferResponse())
         try:
             return to_infer_response(response)
         finally:

@@ -99,7 +99,7 @@ def _add_sub_inputs(module: Any, binary: bool = True) -> list[Any]:
     a = np.arange(4, dtype=np.float32)
     b = np.full(4, 0.5, dtype=np.float32)
     inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
-    for tensor, value in zip(inputs, (a, b)):
+    for tensor, value in zip(inputs, (a, b), strict=True):
         if module is httpclient:
             tensor.set_data_from_numpy(value, binary_data=binary)
         else:
@@ -127,8 +127,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RayCluster
         config = repo / ONNX / "config.pbtxt"  # one instance per replica: two replicas share 2 cores
         config.write_text(config.read_text().replace("count: 2", "count: 1"))
         (repo / "add_sub" / "1").mkdir(parents=True)
-        (repo / "add_sub" / "config.pbtxt").write_text((ROOT / "examples/python_models/add_sub/config.pbtxt").read_text())
-        (repo / "add_sub" / "1" / "model.py").write_text((ROOT / "examples/python_models/add_sub/1/model.py").read_text())
+        for name in ("config.pbtxt", "1/model.py"):
+            (repo / "add_sub" / name).write_text((ROOT / "examples/python_models/add_sub" / name).read_text())
         add_model(repo, "identity_fp32", identity_config(dims="[ 4 ]"))
         cluster.wait_started()
         yield cluster, repo, images
@@ -142,7 +142,9 @@ def fixed(built: tuple[RayCluster, Path, Path]) -> RayCluster:
     cluster, repo, _ = built
     cluster.serve_run(cluster.config({**_COMMON_ARGS, "model_repository": str(repo), "num_replicas": 2}))
     _wait("two replicas serving", lambda: len(replicas_in_metrics(cluster.http_url)) == 2, 240, cluster)
-    _wait("the cluster ready", lambda: httpclient.InferenceServerClient(cluster.http_url).is_server_ready(), 60, cluster)
+    client = httpclient.InferenceServerClient(cluster.http_url)
+    _wait("the cluster ready", client.is_server_ready, 60, cluster)
+    client.close()
     return cluster
 
 
@@ -217,7 +219,7 @@ def test_requests_spread_over_both_replicas_and_statistics_sum_over_them(fixed: 
     before_metrics = _per_replica(_metrics(fixed), "nv_inference_request_success", "add_sub")
     before = http.get_inference_statistics("add_sub")["model_stats"][0]
     assert len(before_metrics) == 2 and sum(before_metrics.values()) == before["inference_stats"]["success"]["count"]
-    for i in range(30):
+    for _ in range(30):
         http.infer("add_sub", _add_sub_inputs(httpclient))
         grpc.infer("add_sub", _add_sub_inputs(grpcclient))
     after_metrics = _per_replica(_metrics(fixed), "nv_inference_request_success", "add_sub")
@@ -239,8 +241,9 @@ def test_requests_spread_over_both_replicas_and_statistics_sum_over_them(fixed: 
     def serve_replicas() -> set[str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{fixed.metrics_port}/metrics", timeout=30) as resp:
             text = resp.read().decode()
-        lines = [line for line in text.splitlines() if line.startswith("ray_serve_deployment_processing_latency_ms_count{")
-                 and 'deployment="TritiumServer"' in line]
+        family = "ray_serve_deployment_processing_latency_ms_count{"
+        lines = [line for line in text.splitlines()
+                 if line.startswith(family) and 'deployment="TritiumServer"' in line]
         return {m for line in lines for m in re.findall(r'replica="([^"]+)"', line)}
 
     _wait("Serve's metrics of both replicas", lambda: serve_replicas() == set(served), 60, fixed)

@@ -116,7 +116,8 @@ class RayCluster:
         cmd = [
             str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
             f"--port={self.gcs_port}", f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={self.metrics_port}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={self.metrics_port}",
+            f"--num-cpus={self.num_cpus}", "--num-gpus=0",
             "--include-dashboard=false", "--object-store-memory=100000000", "--disable-usage-stats",
             f"--temp-dir={self.dir / 't'}",
         ]
