@@ -370,6 +370,19 @@ def test_replica_killed_under_load_is_replaced_with_few_failures(fixed: RayClust
     http.close()
 
 
+def test_a_lost_coordinator_is_replaced_and_the_replicas_join_the_new_one(fixed: RayCluster) -> None:
+    (coordinator,) = replica_pids("TritiumCoordinator")
+    replicas = replicas_in_metrics(fixed.http_url)
+    os.kill(coordinator, signal.SIGKILL)
+    http = httpclient.InferenceServerClient(fixed.http_url)
+    np.testing.assert_array_equal(http.infer("add_sub", _add_sub_inputs(httpclient)).as_numpy("OUTPUT0"), ADD)
+    _wait("both replicas in the new coordinator", lambda: replicas_in_metrics(fixed.http_url) == replicas
+          and replica_pids("TritiumCoordinator") not in ([], [coordinator]), 120, fixed)
+    assert http.is_server_ready() and http.is_model_ready(ONNX)
+    assert http.get_inference_statistics("add_sub")["model_stats"][0]["inference_count"] > 0
+    http.close()
+
+
 # -- deployment 2: explicit model control, autoscaling 1..2 -----------------------------------------
 def test_load_unload_reach_every_replica_and_autoscaling_follows_the_load(fixed: RayCluster, built) -> None:
     cluster, repo, _ = built
