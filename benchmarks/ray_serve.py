@@ -55,6 +55,21 @@ class Measured:
     row: Row
     serving_cpu_us: float  # every process of the serving side, per inference
     idle_cpu_us: float  # the part of it the serving side spends when idle (its background work), per inference
+    by_process: dict[str, float]  # serving CPU per inference by kind of process
+
+
+def process_kind(pid: int) -> str:
+    """What a serving-side process is: Ray's actor title, ``tritium worker``, or the program's name."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    first = argv[0].decode(errors="replace")
+    if first.startswith("ray::"):
+        return first.split(".")[0].replace("ServeReplica:tritium:", "")
+    if b"tritium.core.worker" in b" ".join(argv):
+        return "tritium worker"
+    return "tritium-server core" if b"tritium" in b" ".join(argv) else Path(first).name
 
 
 def idle_cpu(root_pid: int, seconds: float = 10.0) -> float:
@@ -88,13 +103,20 @@ def measure(setup: str, root_pid: int, http_url: str, grpc_url: str, tag: str) -
         for protocol in PROTOCOLS:
             for concurrency in CONCURRENCIES:
                 pids = [root_pid, *descendants(root_pid)]
-                cpu0, start = sum(process_cpu_s(p) for p in pids), time.perf_counter()
+                kinds = {p: process_kind(p) for p in pids}
+                each0 = {p: process_cpu_s(p) for p in pids}
+                cpu0, start = sum(each0.values()), time.perf_counter()
                 url = http_url if protocol == "http" else grpc_url
                 row = run_perf(setup, root_pid, model, url, protocol, concurrency, tag)
                 wall = time.perf_counter() - start
-                cpu1 = sum(process_cpu_s(p) for p in pids)
+                each1 = {p: process_cpu_s(p) for p in pids}
+                cpu1 = sum(each1.values())
                 inferences = max(1.0, row.throughput * wall)
-                measured = Measured(setup, row, (cpu1 - cpu0) / inferences * 1e6, idle * wall / inferences * 1e6)
+                by_process: dict[str, float] = {}
+                for p in pids:
+                    by_process[kinds[p]] = by_process.get(kinds[p], 0.0) + (each1[p] - each0[p]) / inferences * 1e6
+                measured = Measured(setup, row, (cpu1 - cpu0) / inferences * 1e6, idle * wall / inferences * 1e6,
+                                    by_process)
                 print(setup, model, protocol, concurrency, f"{row.throughput:.1f}/s", f"p50 {row.p50_us:.0f} us",
                       f"cpu {measured.serving_cpu_us:.0f} us", flush=True)
                 out.append(measured)
@@ -170,30 +192,46 @@ def render(results: list[Measured]) -> str:
             busy = (serve.serving_cpu_us - serve.idle_cpu_us) - (base.serving_cpu_us - base.idle_cpu_us)
             lines.append(f"| {protocol} | {serve.row.p50_us - base.row.p50_us:,.0f} "
                          f"| {serve.serving_cpu_us - base.serving_cpu_us:,.0f} | {busy:,.0f} |")
+    lines += ["", "Where that CPU goes, per request (add_sub, concurrency 1, µs; processes under 100 µs left out):", "",
+              "| protocol | setup | CPU by process |", "| --- | --- | --- |"]
+    for protocol in PROTOCOLS:
+        for setup in ("tritium-server", "serve-1"):
+            m = by.get((setup, "add_sub", protocol, 1))
+            if m:
+                parts = sorted(((v, k) for k, v in m.by_process.items() if v >= 100), reverse=True)
+                lines.append(f"| {protocol} | {names[setup]} | " + ", ".join(f"{k} {v:,.0f}" for v, k in parts) + " |")
     lines += ["", *_reading(by), ""]
     return "\n".join(lines)
 
 
 def _reading(by: dict[tuple[str, str, str, int], Measured]) -> list[str]:
+    """What the numbers say, computed from this run."""
     out = ["### Reading the numbers", ""]
     base, one = by.get(("tritium-server", "add_sub", "http", 1)), by.get(("serve-1", "add_sub", "http", 1))
     if base and one:
+        proxy = one.by_process.get("ray::ProxyActor", 0.0)
+        replica = one.by_process.get("ray::TritiumServer", 0.0)
+        workers = one.by_process.get("tritium worker", 0.0)
         out.append(
-            f"- **A small model pays the proxy on every request.** add_sub through Serve costs "
-            f"{one.serving_cpu_us:,.0f} µs of serving CPU per HTTP request against {base.serving_cpu_us:,.0f} µs in "
-            "tritium-server: the request crosses Serve's proxy process, a Ray actor call to the replica (whose "
-            "body the replica fetches back from the proxy), and the answer's way back. On 2 shared cores that CPU "
-            "is the throughput limit, so a second replica cannot add throughput for add_sub here."
+            f"- **Every request pays Serve's hops.** add_sub through Serve costs {one.serving_cpu_us:,.0f} µs of "
+            f"serving CPU per HTTP request against {base.serving_cpu_us:,.0f} µs in tritium-server: "
+            f"{proxy:,.0f} µs in Serve's proxy (uvicorn, routing, the Ray call), {replica:,.0f} µs in the replica "
+            f"(Serve's request handling, the call back to the proxy for the body, and tritium's own core) and "
+            f"{workers:,.0f} µs in the model's worker, as in tritium-server. With the 2 cores shared by client "
+            "and server, that CPU is the throughput limit for a small model, and a second replica on the same "
+            "cores cannot raise it."
         )
     eff1, eff2 = by.get(("serve-1", EFFICIENTNET, "grpc", 4)), by.get(("serve-2", EFFICIENTNET, "grpc", 4))
     effb = by.get(("tritium-server", EFFICIENTNET, "grpc", 4))
     if eff1 and eff2 and effb:
+        extra = eff1.serving_cpu_us - effb.serving_cpu_us
         out.append(
-            f"- **A compute-bound model loses less.** EfficientNet at concurrency 4 over gRPC: "
-            f"{eff1.row.throughput:,.1f} infer/s with one replica, {eff2.row.throughput:,.1f} with two, "
-            f"{effb.row.throughput:,.1f} from tritium-server. With both cores already busy with onnxruntime, a "
-            "second replica on the same machine only adds instances that compete for them; replicas add "
-            "throughput when they bring their own CPUs or GPUs (other nodes), which this machine cannot show."
+            f"- **A compute-bound model keeps more of its throughput.** EfficientNet at concurrency 4 over gRPC: "
+            f"{eff1.row.throughput / effb.row.throughput:.2f}× of tritium-server with one replica, "
+            f"{eff2.row.throughput / effb.row.throughput:.2f}× with two. Serve adds about {extra:,.0f} µs of CPU "
+            f"per 602 KB request to onnxruntime's {effb.serving_cpu_us:,.0f} µs, on the same 2 cores; a second "
+            "replica here only adds instances competing for those cores. Replicas add throughput when each "
+            "brings its own CPUs or GPUs (other nodes), which this one machine cannot show."
         )
     return out
 

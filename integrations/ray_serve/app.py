@@ -32,6 +32,7 @@ _COORDINATOR_OPTIONS: dict = {
     "max_ongoing_requests": 10_000,
     "ray_actor_options": {"num_cpus": 0},
     "health_check_period_s": 5.0,
+    "logging_config": {"enable_access_log": False},  # a line per poll (each replica, every second) is noise
 }
 
 

@@ -73,6 +73,8 @@ class TritiumArgs(BaseModel):
     :ivar max_ongoing_requests: requests one replica runs at once (Serve queues the rest).
     :ivar health_check_period_s / health_check_timeout_s: Serve's replica health checks.
     :ivar graceful_shutdown_timeout_s: how long a stopping replica may drain, seconds.
+    :ivar access_log: Serve's access log line per request in the replica's log (Serve's
+        ``logging_config.enable_access_log``); off saves CPU on every request.
     """
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
@@ -98,6 +100,7 @@ class TritiumArgs(BaseModel):
     health_check_period_s: float = Field(default=10.0, gt=0)
     health_check_timeout_s: float = Field(default=30.0, gt=0)
     graceful_shutdown_timeout_s: float = Field(default=30.0, ge=0)
+    access_log: bool = True
 
     query_timeout_s: float = Field(default=10.0, gt=0)
     repository_timeout_s: float = Field(default=600.0, gt=0)
@@ -171,6 +174,7 @@ class TritiumArgs(BaseModel):
             "health_check_period_s": self.health_check_period_s,
             "health_check_timeout_s": self.health_check_timeout_s,
             "graceful_shutdown_timeout_s": self.graceful_shutdown_timeout_s,
+            "logging_config": {"enable_access_log": self.access_log},
         }
         if self.autoscaling:
             autoscaling: dict = {
