@@ -576,25 +576,26 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rend
     :raises TritonError: INVALID_ARG for an FP16/BF16 output asked as JSON,
         INTERNAL for an output whose bytes do not match its shape.
     """
-    head = [f'{{"id":{encode(response.id)},' if response.id else "{"]
-    head.append(_model_json(response.model_name, response.model_version))
+    head = [f'{{"id":{encode(response.id)},' if response.id else "{", _model_json(response.model_name, response.model_version)]
     if response.parameters:
         parameters = dumps(response.parameters).decode("utf-8", "surrogateescape")
         head.append(f',"parameters":{parameters}')
     head.append(',"outputs":[')
     buffers: list[memoryview | bytes] = []
-    for i, out in enumerate(response.outputs):
-        shape = ",".join(map(str, map(int, out.shape)))
-        head.append("," if i else "")
-        head.append(f'{{"name":{_json_text(out.name)},"datatype":"{out.datatype}","shape":[{shape}]')
+    binary, default_binary = plan.binary, plan.default_binary
+    first = True
+    for out in response.outputs:
+        name, data = out.name, out.data
+        start = f'{"" if first else ","}{{"name":{_json_text(name)},"datatype":"{out.datatype}","shape":[{",".join(map(str, map(int, out.shape)))}]'
+        first = False
         if out.shared_memory_region is not None:  # written into the client's region: nothing to send
-            head.append("}")
-        elif plan.is_binary(out.name):
-            nbytes = memoryview(out.data).nbytes
-            head.append(f',"parameters":{{"binary_data_size":{nbytes}}}}}')
+            head.append(start + "}")
+        elif binary.get(name, default_binary):
+            nbytes = data.nbytes if type(data) is memoryview else len(data)
+            head.append(f'{start},"parameters":{{"binary_data_size":{nbytes}}}}}')
             if nbytes:
-                buffers.append(out.data)
+                buffers.append(data)
         else:
-            head.append(f',"data":{_json_data(out.name, out.datatype, out.shape, out.data)}}}')
+            head.append(f'{start},"data":{_json_data(name, out.datatype, out.shape, data)}}}')
     head.append("]}")
     return Rendered(to_bytes("".join(head)), buffers)
