@@ -1,0 +1,171 @@
+"""Helpers that the framework backends share (onnxruntime, pytorch, openvino, fil, tensorrt).
+
+None of them imports a framework: they read the model config, find the model
+file, parse Triton's string parameters with Triton's messages, and run a batch
+of requests as one array per input and split the outputs back per request
+(checking that the batch size was kept, as Triton's backends do). They run in
+the worker process, on the executing thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import Code, TritonError
+from ..model_repository.paths import safe_join
+from .api import Model, Request, batch_input
+
+__all__ = [
+    "bool_parameter",
+    "int_parameter",
+    "model_file",
+    "output_names",
+    "refuse_parameters",
+    "run_batched",
+    "state_names",
+    "wanted_outputs",
+]
+
+_TRUE = ("true", "1", "on", "yes")
+_FALSE = ("false", "0", "off", "no")
+
+
+def model_file(model: Model, default: str, *, alternatives: Sequence[str] = ()) -> Path:
+    """The model file in the version folder: ``default_model_filename`` or ``default``.
+
+    :param alternatives: other default names tried in order when ``default`` is
+        absent and the config names no file (``model.pt2`` after ``model.pt``).
+    :raises TritonError: NOT_FOUND naming the path when the file does not
+        exist; INVALID_ARG for a name that leaves the version folder.
+    """
+    version_dir = safe_join(model.repository_path, str(model.version), what="version")
+    configured = model.config.get("default_model_filename") or ""
+    names = [configured] if configured else [default, *alternatives]
+    for name in names:
+        path = safe_join(version_dir, name, what="default_model_filename")
+        if path.exists():
+            return path
+    first = safe_join(version_dir, names[0], what="default_model_filename")
+    raise TritonError(Code.NOT_FOUND, f"unable to find '{first}' for model '{model.name}' version {model.version}")
+
+
+def bool_parameter(model: Model, key: str, default: bool) -> bool:
+    """Config ``parameters[key]`` as a boolean (``true/false``, ``1/0``, ``on/off``, ``yes/no``).
+
+    :raises TritonError: INVALID_ARG for any other text.
+    """
+    text = model.parameter(key)
+    if text is None:
+        return default
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise TritonError(Code.INVALID_ARG, f"failed to convert '{key}' of model '{model.name}' to a boolean: '{text}'")
+
+
+def int_parameter(model: Model, key: str, default: int, *, minimum: int | None = None) -> int:
+    """Config ``parameters[key]`` as an integer (empty text: ``default``).
+
+    :raises TritonError: INVALID_ARG for text that is not an integer or is below ``minimum``.
+    """
+    text = model.parameter(key)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise TritonError(
+            Code.INVALID_ARG, f"failed to convert '{key}' of model '{model.name}' to an integer: '{text}'"
+        ) from None
+    if minimum is not None and value < minimum:
+        raise TritonError(Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be >= {minimum}, got {value}")
+    return value
+
+
+def refuse_parameters(model: Model, backend: str, unsupported: Mapping[str, str]) -> None:
+    """Refuse the parameters of Triton's backend that this one does not implement.
+
+    :param unsupported: Triton's parameter names it does not implement -> why (the error says so).
+    :raises TritonError: UNSUPPORTED for a parameter in ``unsupported``. Other
+        keys are left alone (a config may carry parameters for other tools, as in Triton).
+    """
+    for key in (model.config.get("parameters") or {}):
+        if key in unsupported:
+            raise TritonError(
+                Code.UNSUPPORTED,
+                f"unable to load model '{model.name}': the {backend} backend does not support parameter "
+                f"'{key}': {unsupported[key]}",
+            )
+
+
+def output_names(config: Mapping[str, Any]) -> list[str]:
+    """The config's output names, in config order."""
+    return [str(o["name"]) for o in config.get("output", [])]
+
+
+def state_names(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The sequence batcher's implicit-state ``(input names, output names)``, in config order."""
+    states = (config.get("sequence_batching") or {}).get("state", [])
+    return [str(s["input_name"]) for s in states], [str(s["output_name"]) for s in states]
+
+
+def wanted_outputs(requests: Sequence[Request], default: Sequence[str]) -> list[str]:
+    """Every output some request of the batch asks for (``default`` for a request that names none).
+
+    The core always names the implicit-state outputs of a sequence model, so
+    they are computed whether or not the client asked for any output.
+    """
+    wanted: list[str] = []
+    for request in requests:
+        for name in request.requested_output_names or default:
+            if name not in wanted:
+                wanted.append(name)
+    return wanted
+
+
+def run_batched(
+    requests: Sequence[Request],
+    batching: bool,
+    run: Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]],
+    default_outputs: Sequence[str],
+) -> list[dict[str, np.ndarray]]:
+    """Run ``requests`` and return each request's outputs.
+
+    A batching model (``max_batch_size > 0``) gets the whole batch at once:
+    one array per input, concatenated along dim 0 (a view of the arena when the
+    dynamic batcher laid it out contiguously), and each output is split back by
+    the requests' batch sizes. A model that does not batch runs each request
+    on its own.
+
+    :param run: ``run(inputs, wanted_output_names) -> {name: array}``.
+    :raises TritonError: INTERNAL when an output's dim 0 is not the batch's total size
+        (Triton: the backend must keep the batch size).
+    """
+    if not batching or len(requests) == 1:
+        results = []
+        for request in requests:
+            wanted = wanted_outputs([request], default_outputs)
+            results.append(dict(run(dict(request.inputs), wanted)))
+        return results
+    sizes = [int(next(iter(r.inputs.values())).shape[0]) if r.inputs else 1 for r in requests]
+    inputs = {name: batch_input(requests, name) for name in requests[0].inputs}
+    wanted = wanted_outputs(requests, default_outputs)
+    outputs = run(inputs, wanted)
+    total = sum(sizes)
+    split: list[dict[str, np.ndarray]] = [{} for _ in requests]
+    for name, value in outputs.items():
+        if value.shape[:1] != (total,):
+            raise TritonError(
+                Code.INTERNAL,
+                f"output '{name}' has batch size {value.shape[0] if value.ndim else 0}, expected {total}",
+            )
+        start = 0
+        for i, size in enumerate(sizes):
+            split[i][name] = value[start : start + size]
+            start += size
+    return split
