@@ -1,6 +1,7 @@
 """Implicit state (``sequence_batching { state [...] }``) with framework backends, black-box.
 
-A stateful ONNX model (onnxruntime) and a TorchScript one (pytorch) keep
+A stateful ONNX model (onnxruntime), a TorchScript one (pytorch) and an
+OpenVINO IR (openvino) keep
 ``state' = 0.5 * state + x`` in the server and answer ``y = 2 * state'``; the
 state output is not one of the config's outputs. Two sequences are driven
 interleaved, over HTTP and gRPC, with and without requested outputs (the usual
@@ -39,12 +40,14 @@ MODELS = {
     # model name -> (input, output, state input, state output)
     "state_onnx": ("INPUT", "OUTPUT", "STATE_IN", "STATE_OUT"),
     "state_torch": ("INPUT__0", "OUTPUT__0", "STATE_IN__1", "STATE_OUT__1"),
+    "state_openvino": ("INPUT", "OUTPUT", "STATE_IN", "STATE_OUT"),
 }
+BACKENDS = {"state_onnx": "onnxruntime", "state_torch": "pytorch", "state_openvino": "openvino"}
 
 
 def build(repo: Path) -> None:
     for name, (inp, out, state_in, state_out) in MODELS.items():
-        backend = "onnxruntime" if name.endswith("onnx") else "pytorch"
+        backend = BACKENDS[name]
         config = (
             f'backend: "{backend}"\nmax_batch_size: 4\n'
             f'input [ {{ name: "{inp}" data_type: TYPE_FP32 dims: [ 2 ] }} ]\n'
@@ -54,6 +57,8 @@ def build(repo: Path) -> None:
         add_model(repo, name, config)
     fm.stateful_onnx(repo / "state_onnx" / "1" / "model.onnx")
     fm.stateful_torchscript(repo / "state_torch" / "1" / "model.pt")
+    fm.stateful_onnx(repo / "state_openvino" / "stateful.onnx")
+    fm.openvino_ir(repo / "state_openvino" / "stateful.onnx", repo / "state_openvino" / "1" / "model.xml")
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +74,13 @@ def _reference(server: ServerProcess, model: str):
 
         session = ort.InferenceSession(str(path / "model.onnx"), providers=["CPUExecutionProvider"])
         return lambda x, s: tuple(session.run(["OUTPUT", "STATE_OUT"], {"INPUT": x, "STATE_IN": s}))
+    if model == "state_openvino":
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(str(path / "model.xml"), "CPU")
+        return lambda x, s: tuple(
+            np.asarray(compiled({"INPUT": x, "STATE_IN": s})[compiled.output(n)]) for n in ("OUTPUT", "STATE_OUT")
+        )
     module = fm.load_torchscript(path / "model.pt")
     return lambda x, s: tuple(t.numpy() for t in module(torch.from_numpy(x), torch.from_numpy(s)))
 

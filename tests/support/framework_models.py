@@ -18,12 +18,14 @@ import numpy as np
 
 __all__ = [
     "STATE_DECAY",
+    "add_sub_onnx",
     "add_sub_torchscript",
     "dict_torchscript",
     "exported_program",
     "load_torchscript",
     "named_torchscript",
     "onnx_reference",
+    "openvino_ir",
     "raising_torchscript",
     "state_step",
     "stateful_onnx",
@@ -143,6 +145,33 @@ def stateful_onnx(path: Path) -> None:
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
+
+
+def add_sub_onnx(path: Path, batch: int | str = "batch") -> None:
+    """ONNX ``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1``, FP32 ``[batch, 4]``
+    (``batch`` a symbol for a dynamic batch dimension, or a fixed size)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = [batch, 4]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]), helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+        "add_sub",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("INPUT0", "INPUT1")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("OUTPUT0", "OUTPUT1")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def openvino_ir(onnx_path: Path, xml_path: Path) -> None:
+    """Convert an ONNX file to OpenVINO IR (``.xml`` + ``.bin``) with ``openvino.convert_model``."""
+    import openvino as ov
+
+    xml_path.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(ov.convert_model(str(onnx_path)), str(xml_path))
 
 
 def state_step(x: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,255 @@
+"""The ``openvino`` backend: OpenVINO IR (``model.xml`` + ``model.bin``) and ONNX models on OpenVINO's CPU plugin.
+
+Behaves like Triton's OpenVINO backend where it matters to users:
+
+* model file ``<version>/model.xml`` with its weights ``model.bin`` beside it
+  (or ``default_model_filename``: an ONNX file ``model.onnx`` is read too, as
+  Triton's OpenVINO backend reads the formats OpenVINO's frontends accept);
+  when the config names no file and there is no ``model.xml``, ``model.onnx``;
+* config ``parameters`` (string values, Triton's names): ``NUM_STREAMS``,
+  ``PERFORMANCE_HINT`` (``LATENCY``/``THROUGHPUT``), ``INFERENCE_NUM_THREADS``
+  (passed to ``compile_model``), ``ENABLE_BATCH_PADDING`` (``YES``: a model
+  whose batch dimension is fixed at ``max_batch_size`` gets smaller batches
+  padded with zeros and the padding cut from its outputs), ``RESHAPE_IO_LAYERS``
+  (``YES``: the model's inputs are reshaped to the config's dims with a
+  dynamic batch dimension before compiling);
+* auto-complete (when the config lacks inputs or outputs): names, datatypes
+  and dims from the model; ``max_batch_size`` (``default-max-batch-size``, 4)
+  and ``dynamic_batching {}`` when every input and output has a dynamic first
+  dimension;
+* one compiled model and infer request per instance; a batch of requests is
+  one inference (each input one array holding every request's rows).
+
+Config names match any of an input's or output's tensor names. Runs in the
+worker process; openvino is imported only here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tritium.core.backend.api import Model, ModelInstance, Request
+from tritium.core.backend.framework import int_parameter, model_file, run_batched
+from tritium.core.errors import Code, TritonError
+from tritium.core.types import by_config_name, from_numpy
+
+_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+
+
+def _ov() -> Any:
+    try:
+        import openvino
+    except ImportError as exc:
+        raise TritonError(
+            Code.UNAVAILABLE,
+            f"the openvino backend needs the openvino package: pip install 'tritium[openvino]' ({exc})",
+        ) from None
+    return openvino
+
+
+def _yes_no(model: Model, key: str) -> bool:
+    text = model.parameter(key)
+    if text is None or text.strip() == "":
+        return False
+    value = text.strip().upper()
+    if value not in ("YES", "NO"):
+        raise TritonError(Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be YES or NO, got '{text}'")
+    return value == "YES"
+
+
+def _compile_options(model: Model) -> dict[str, str]:
+    """``compile_model`` properties from Triton's parameter names (checked)."""
+    options: dict[str, str] = {}
+    streams = model.parameter("NUM_STREAMS")
+    if streams is not None and streams.strip():
+        if streams.strip().upper() != "AUTO":
+            int_parameter(model, "NUM_STREAMS", 0, minimum=1)
+        options["NUM_STREAMS"] = streams.strip().upper()
+    hint = model.parameter("PERFORMANCE_HINT")
+    if hint is not None and hint.strip():
+        if hint.strip().upper() not in _HINTS:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"parameter 'PERFORMANCE_HINT' of model '{model.name}' must be one of {', '.join(_HINTS)}, got '{hint}'",
+            )
+        options["PERFORMANCE_HINT"] = hint.strip().upper()
+    threads = int_parameter(model, "INFERENCE_NUM_THREADS", 0, minimum=0)
+    if threads > 0:
+        options["INFERENCE_NUM_THREADS"] = str(threads)
+    return options
+
+
+def _dims(shape: Any) -> list[int]:
+    return [d.get_length() if d.is_static else -1 for d in shape]
+
+
+def _config_type(port: Any) -> str:
+    dt = from_numpy(np.dtype(port.get_element_type().to_dtype()))
+    return dt.config_name if dt is not None else "TYPE_INVALID"
+
+
+def _read(model: Model) -> Any:
+    ov = _ov()
+    path = model_file(model, "model.xml", alternatives=("model.onnx",))
+    if path.suffix == ".xml" and not path.with_suffix(".bin").exists():
+        raise TritonError(
+            Code.NOT_FOUND, f"unable to find '{path.with_suffix('.bin')}' (the weights of '{path.name}') for model '{model.name}'"
+        )
+    try:
+        return ov.Core().read_model(str(path))
+    except Exception as exc:
+        raise TritonError(Code.INTERNAL, f"openvino failed to read model '{model.name}' from '{path}': {exc}") from None
+
+
+def _auto_complete(model: Model, ov_model: Any) -> None:
+    config = dict(model.config)
+    ports = [("input", p) for p in ov_model.inputs] + [("output", p) for p in ov_model.outputs]
+    batching = all(_dims(p.get_partial_shape())[:1] == [-1] for _k, p in ports)
+    max_batch = int(config.get("max_batch_size", 0))
+    if batching and max_batch == 0:
+        max_batch = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
+        config["max_batch_size"] = max_batch
+        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
+            config["dynamic_batching"] = {}
+    for kind in ("input", "output"):
+        if config.get(kind):
+            continue
+        entries = []
+        for which, port in ports:
+            if which != kind:
+                continue
+            dims = _dims(port.get_partial_shape())
+            tail = dims[1:] if max_batch > 0 else dims
+            entries.append({"name": port.get_any_name(), "data_type": _config_type(port), "dims": tail or [1]})
+        config[kind] = entries
+    model.set_config(config)
+
+
+def TRITONBACKEND_ModelInitialize(model: Model) -> None:
+    options = _compile_options(model)
+    pad = _yes_no(model, "ENABLE_BATCH_PADDING")
+    reshape = _yes_no(model, "RESHAPE_IO_LAYERS")
+    model.state = {"options": options, "pad": pad, "reshape": reshape}
+    if model.auto_complete_config and not (model.config.get("input") and model.config.get("output")):
+        _auto_complete(model, _read(model))
+
+
+def _port(model: Model, ports: Any, name: str, kind: str) -> Any:
+    for port in ports:
+        if name in port.get_names():
+            return port
+    allowed = sorted(port.get_any_name() for port in ports)
+    raise TritonError(
+        Code.INVALID_ARG,
+        f"unable to load model '{model.name}', unexpected inference {kind} '{name}', allowed {kind}s are: "
+        + ", ".join(allowed),
+    )
+
+
+def _check_types(model: Model, kind: str, item: dict[str, Any], port: Any) -> None:
+    expected = _config_type(port)
+    if item["data_type"] != expected:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference {kind} "
+            f"'{item['name']}', expecting {expected}",
+        )
+
+
+def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
+    model = instance.model
+    if instance.kind == "KIND_GPU":
+        raise TritonError(
+            Code.UNSUPPORTED, f"model '{model.name}': the openvino backend runs on the CPU; use KIND_CPU"
+        )
+    ov = _ov()
+    ov_model = _read(model)
+    max_batch = int(model.config.get("max_batch_size", 0))
+    if model.state["reshape"]:
+        shapes = {}
+        for item in model.config.get("input", []):
+            port = _port(model, ov_model.inputs, str(item["name"]), "input")
+            dims = [int(d) for d in item.get("dims", [])]
+            shapes[port.get_any_name()] = ov.PartialShape(([-1] if max_batch > 0 else []) + dims)
+        try:
+            ov_model.reshape(shapes)
+        except Exception as exc:
+            raise TritonError(Code.INVALID_ARG, f"RESHAPE_IO_LAYERS failed for model '{model.name}': {exc}") from None
+    inputs = {}
+    for item in model.config.get("input", []):
+        port = _port(model, ov_model.inputs, str(item["name"]), "input")
+        _check_types(model, "input", item, port)
+        inputs[str(item["name"])] = port.get_any_name()
+    outputs = {}
+    for item in model.config.get("output", []):
+        port = _port(model, ov_model.outputs, str(item["name"]), "output")
+        _check_types(model, "output", item, port)
+        outputs[str(item["name"])] = port
+    for name in _state_outputs(model):  # implicit-state outputs are model outputs too
+        outputs.setdefault(name, _port(model, ov_model.outputs, name, "output"))
+    static_batch = None
+    if model.state["pad"] and max_batch > 0:
+        first = ov_model.inputs[0].get_partial_shape()
+        static_batch = first[0].get_length() if first.rank.is_static and first[0].is_static else None
+    try:
+        compiled = ov.Core().compile_model(ov_model, "CPU", model.state["options"])
+    except Exception as exc:
+        raise TritonError(Code.INTERNAL, f"openvino failed to compile model '{model.name}': {exc}") from None
+    instance.state = {
+        "request": compiled.create_infer_request(),
+        "compiled": compiled,
+        "inputs": inputs,
+        "outputs": {name: compiled.output(port.get_any_name()) for name, port in outputs.items()},
+        "batching": max_batch > 0,
+        "config_outputs": [str(o["name"]) for o in model.config.get("output", [])],
+        "static_batch": static_batch,
+    }
+
+
+def _state_outputs(model: Model) -> list[str]:
+    return [str(s["output_name"]) for s in (model.config.get("sequence_batching") or {}).get("state", [])]
+
+
+def _pad(state: dict[str, Any], inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+    """Pad every input to the model's fixed batch size with zeros (ENABLE_BATCH_PADDING)."""
+    target = state["static_batch"]
+    rows = next(iter(inputs.values())).shape[0] if inputs else 0
+    if target is None or rows >= target:
+        return inputs, rows
+    padded = {}
+    for name, array in inputs.items():
+        fill = np.zeros((target - rows, *array.shape[1:]), array.dtype)
+        padded[name] = np.concatenate([array, fill], axis=0)
+    return padded, rows
+
+
+def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
+    state = instance.state
+    infer = state["request"]
+
+    def run(inputs: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+        feeds, rows = _pad(state, inputs)
+        results = infer.infer({state["inputs"].get(name, name): array for name, array in feeds.items()})
+        outputs = {}
+        for name in wanted:
+            port = state["outputs"].get(name)
+            if port is None:
+                continue
+            value = np.asarray(results[port])
+            outputs[name] = value[:rows] if state["static_batch"] is not None else value
+        return outputs
+
+    try:
+        results = run_batched(requests, state["batching"], run, state["config_outputs"])
+    except TritonError:
+        raise
+    except Exception as exc:
+        raise TritonError(Code.INTERNAL, f"openvino execute failure for model '{instance.model.name}': {exc}") from None
+    for request, outputs in zip(requests, results):
+        request.respond(outputs)
+
+
+def TRITONBACKEND_ModelInstanceFinalize(instance: ModelInstance) -> None:
+    instance.state = None
