@@ -8,7 +8,9 @@ Behaves like Triton's OpenVINO backend where it matters to users:
   when the config names no file and there is no ``model.xml``, ``model.onnx``;
 * config ``parameters`` (string values, Triton's names): ``NUM_STREAMS``,
   ``PERFORMANCE_HINT`` (``LATENCY``/``THROUGHPUT``), ``INFERENCE_NUM_THREADS``
-  (passed to ``compile_model``), ``ENABLE_BATCH_PADDING`` (``YES``: a model
+  (passed to ``compile_model``), beyond Triton's list ``INFERENCE_PRECISION_HINT``
+  (``f32``/``bf16``/``f16``: OpenVINO's CPU plugin computes in bf16 by default
+  on CPUs with bf16 instructions), ``ENABLE_BATCH_PADDING`` (``YES``: a model
   whose batch dimension is fixed at ``max_batch_size`` gets smaller batches
   padded with zeros and the padding cut from its outputs), ``RESHAPE_IO_LAYERS``
   (``YES``: the model's inputs are reshaped to the config's dims with a
@@ -36,6 +38,7 @@ from tritium.core.errors import Code, TritonError
 from tritium.core.types import by_config_name, from_numpy
 
 _HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+_PRECISIONS = ("f32", "bf16", "f16")
 
 
 def _ov() -> Any:
@@ -78,6 +81,15 @@ def _compile_options(model: Model) -> dict[str, str]:
     threads = int_parameter(model, "INFERENCE_NUM_THREADS", 0, minimum=0)
     if threads > 0:
         options["INFERENCE_NUM_THREADS"] = str(threads)
+    precision = model.parameter("INFERENCE_PRECISION_HINT")
+    if precision is not None and precision.strip():
+        if precision.strip().lower() not in _PRECISIONS:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"parameter 'INFERENCE_PRECISION_HINT' of model '{model.name}' must be one of "
+                f"{', '.join(_PRECISIONS)}, got '{precision}'",
+            )
+        options["INFERENCE_PRECISION_HINT"] = precision.strip().lower()
     return options
 
 
