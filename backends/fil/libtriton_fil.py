@@ -39,7 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
-from tritium.core.backend.framework import bool_parameter, int_parameter, model_file, run_batched
+from tritium.core.backend.framework import bool_parameter, import_framework, int_parameter, model_file, run_batched
 from tritium.core.errors import Code, TritonError
 
 log = logging.getLogger("tritium.backend.fil")
@@ -58,14 +58,7 @@ INPUT, OUTPUT = "input__0", "output__0"
 
 
 def _treelite() -> Any:
-    try:
-        import treelite
-    except ImportError as exc:
-        raise TritonError(
-            Code.UNAVAILABLE,
-            f"the fil backend needs the treelite package: pip install 'tritium[fil]' ({exc})",
-        ) from None
-    return treelite
+    return import_framework("treelite", "fil", "pip install 'tritium[fil]'")
 
 
 def _settings(model: Model) -> dict[str, Any]:

@@ -28,7 +28,15 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Backend, Model, ModelInstance, Request
-from tritium.core.backend.framework import bool_parameter, int_parameter, model_file, run_batched
+from tritium.core.backend.framework import (
+    autocomplete_io,
+    bool_parameter,
+    check_io,
+    import_framework,
+    int_parameter,
+    model_file,
+    run_batched,
+)
 from tritium.core.errors import Code, TritonError
 
 # ONNX tensor element types -> model-config datatypes
@@ -51,15 +59,9 @@ _ORT_TO_CONFIG = {
 
 
 def _ort() -> Any:
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise TritonError(
-            Code.UNAVAILABLE,
-            "the onnxruntime backend needs the onnxruntime package: pip install 'tritium[onnxruntime]' "
-            f"(or 'tritium[onnxruntime-gpu]' for GPUs) ({exc})",
-        ) from None
-    return onnxruntime
+    return import_framework(
+        "onnxruntime", "onnxruntime", "pip install 'tritium[onnxruntime]' (or 'tritium[onnxruntime-gpu]' for GPUs)"
+    )
 
 
 def TRITONBACKEND_Initialize(backend: Backend) -> None:
@@ -231,45 +233,11 @@ def _providers(model: Model, kind: str, device_id: int, available: list[str]) ->
 
 
 def _auto_complete(model: Model, session: Any) -> None:
-    config = dict(model.config)
-    if config.get("input") and config.get("output"):
-        return
-    inputs = [(i.name, i.type, _dims(list(i.shape))) for i in session.get_inputs()]
-    outputs = [(o.name, o.type, _dims(list(o.shape))) for o in session.get_outputs()]
-    batching = all(dims and dims[0] == -1 for _n, _t, dims in inputs + outputs)
-    max_batch = int(config.get("max_batch_size", 0))
-    if batching:
-        if max_batch == 0:
-            max_batch = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
-            config["max_batch_size"] = max_batch
-        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
-            config["dynamic_batching"] = {}
-    elif max_batch != 0:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"autofill failed for model '{model.name}': model does not support batching while non-zero "
-            "max_batch_size is specified",
-        )
+    def info(items: Any) -> list[tuple[str, str, list[int]]]:
+        return [(i.name, _ORT_TO_CONFIG.get(i.type, "TYPE_INVALID"), _dims(list(i.shape))) for i in items]
 
-    def describe(items: list[tuple[str, str, list[int]]]) -> list[dict[str, Any]]:
-        out = []
-        for name, ort_type, dims in items:
-            entry: dict[str, Any] = {"name": name, "data_type": _ORT_TO_CONFIG.get(ort_type, "TYPE_INVALID")}
-            tail = dims[1:] if max_batch > 0 else dims
-            if not tail:
-                entry["dims"] = [1]
-                if max_batch > 0:
-                    entry["reshape"] = {"shape": []}
-            else:
-                entry["dims"] = tail
-            out.append(entry)
-        return out
-
-    if not config.get("input"):
-        config["input"] = describe(inputs)
-    if not config.get("output"):
-        config["output"] = describe(outputs)
-    model.set_config(config)
+    if not (model.config.get("input") and model.config.get("output")):
+        autocomplete_io(model, info(session.get_inputs()), info(session.get_outputs()))
 
 
 def TRITONBACKEND_ModelInitialize(model: Model) -> None:
@@ -283,25 +251,8 @@ def TRITONBACKEND_ModelInitialize(model: Model) -> None:
 
 def _check_signature(model: Model, session: Any) -> None:
     """Every configured input and output must exist in the ONNX model, with the same datatype."""
-    for kind, provided in (
-        ("input", {i.name: i.type for i in session.get_inputs()}),
-        ("output", {o.name: o.type for o in session.get_outputs()}),
-    ):
-        for item in model.config.get(kind, []):
-            name = item["name"]
-            if name not in provided:
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected inference {kind} '{name}', "
-                    f"allowed {kind}s are: " + ", ".join(sorted(provided)),
-                )
-            expected = _ORT_TO_CONFIG.get(provided[name])
-            if expected != item["data_type"]:
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
-                    f"{kind} '{name}', expecting {expected}",
-                )
+    check_io(model, "input", {i.name: _ORT_TO_CONFIG.get(i.type, i.type) for i in session.get_inputs()})
+    check_io(model, "output", {o.name: _ORT_TO_CONFIG.get(o.type, o.type) for o in session.get_outputs()})
 
 
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:

@@ -33,23 +33,16 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
-from tritium.core.backend.framework import int_parameter, model_file, run_batched
+from tritium.core.backend.framework import autocomplete_io, check_io, import_framework, int_parameter, model_file, run_batched
 from tritium.core.errors import Code, TritonError
-from tritium.core.types import by_config_name, from_numpy
+from tritium.core.types import from_numpy
 
 _HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 _PRECISIONS = ("f32", "bf16", "f16")
 
 
 def _ov() -> Any:
-    try:
-        import openvino
-    except ImportError as exc:
-        raise TritonError(
-            Code.UNAVAILABLE,
-            f"the openvino backend needs the openvino package: pip install 'tritium[openvino]' ({exc})",
-        ) from None
-    return openvino
+    return import_framework("openvino", "openvino", "pip install 'tritium[openvino]'")
 
 
 def _yes_no(model: Model, key: str) -> bool:
@@ -116,27 +109,10 @@ def _read(model: Model) -> Any:
 
 
 def _auto_complete(model: Model, ov_model: Any) -> None:
-    config = dict(model.config)
-    ports = [("input", p) for p in ov_model.inputs] + [("output", p) for p in ov_model.outputs]
-    batching = all(_dims(p.get_partial_shape())[:1] == [-1] for _k, p in ports)
-    max_batch = int(config.get("max_batch_size", 0))
-    if batching and max_batch == 0:
-        max_batch = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
-        config["max_batch_size"] = max_batch
-        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
-            config["dynamic_batching"] = {}
-    for kind in ("input", "output"):
-        if config.get(kind):
-            continue
-        entries = []
-        for which, port in ports:
-            if which != kind:
-                continue
-            dims = _dims(port.get_partial_shape())
-            tail = dims[1:] if max_batch > 0 else dims
-            entries.append({"name": port.get_any_name(), "data_type": _config_type(port), "dims": tail or [1]})
-        config[kind] = entries
-    model.set_config(config)
+    def info(ports: Any) -> list[tuple[str, str, list[int]]]:
+        return [(p.get_any_name(), _config_type(p), _dims(p.get_partial_shape())) for p in ports]
+
+    autocomplete_io(model, info(ov_model.inputs), info(ov_model.outputs))
 
 
 def TRITONBACKEND_ModelInitialize(model: Model) -> None:
@@ -160,16 +136,6 @@ def _port(model: Model, ports: Any, name: str, kind: str) -> Any:
     )
 
 
-def _check_types(model: Model, kind: str, item: dict[str, Any], port: Any) -> None:
-    expected = _config_type(port)
-    if item["data_type"] != expected:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference {kind} "
-            f"'{item['name']}', expecting {expected}",
-        )
-
-
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
     model = instance.model
     if instance.kind == "KIND_GPU":
@@ -189,16 +155,11 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
             ov_model.reshape(shapes)
         except Exception as exc:
             raise TritonError(Code.INVALID_ARG, f"RESHAPE_IO_LAYERS failed for model '{model.name}': {exc}") from None
-    inputs = {}
-    for item in model.config.get("input", []):
-        port = _port(model, ov_model.inputs, str(item["name"]), "input")
-        _check_types(model, "input", item, port)
-        inputs[str(item["name"])] = port.get_any_name()
-    outputs = {}
-    for item in model.config.get("output", []):
-        port = _port(model, ov_model.outputs, str(item["name"]), "output")
-        _check_types(model, "output", item, port)
-        outputs[str(item["name"])] = port
+    check_io(model, "input", {name: _config_type(p) for p in ov_model.inputs for name in p.get_names()})
+    check_io(model, "output", {name: _config_type(p) for p in ov_model.outputs for name in p.get_names()})
+    inputs = {str(i["name"]): _port(model, ov_model.inputs, str(i["name"]), "input").get_any_name()
+              for i in model.config.get("input", [])}
+    outputs = {str(o["name"]): _port(model, ov_model.outputs, str(o["name"]), "output") for o in model.config.get("output", [])}
     for name in _state_outputs(model):  # implicit-state outputs are model outputs too
         outputs.setdefault(name, _port(model, ov_model.outputs, name, "output"))
     static_batch = None

@@ -46,7 +46,9 @@ import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
 from tritium.core.backend.framework import (
+    autocomplete_io,
     bool_parameter,
+    import_framework,
     int_parameter,
     model_file,
     refuse_parameters,
@@ -77,24 +79,13 @@ _UNSUPPORTED = {
 }
 
 
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise TritonError(
-            Code.UNAVAILABLE,
-            f"the pytorch backend needs the torch package: pip install 'tritium[pytorch]' ({exc})",
-        ) from None
-    return torch
-
-
 _warnings_set = False
 
 
 def _torch() -> Any:
     """Import torch (the first call costs seconds: parameters and files are checked before it)."""
     global _warnings_set
-    torch = _import_torch()
+    torch = import_framework("torch", "pytorch", "pip install 'tritium[pytorch]'")
     if not _warnings_set:
         # inputs are read-only views of shared memory; models must not write into them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -168,39 +159,12 @@ def _exported_io(program: Any) -> tuple[list[tuple[str, str, list[int]]], list[t
 
 def _auto_complete(model: Model, program: Any) -> None:
     """Fill the config's missing inputs and outputs from a ``torch.export`` program."""
-    config = dict(model.config)
     inputs, outputs = _exported_io(program)
-    batching = all(dims and dims[0] == -1 for _n, _t, dims in inputs + outputs)
-    max_batch = int(config.get("max_batch_size", 0))
-    if batching:
-        if max_batch == 0:
-            max_batch = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
-            config["max_batch_size"] = max_batch
-        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
-            config["dynamic_batching"] = {}
-    elif max_batch != 0:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"autofill failed for model '{model.name}': model does not support batching while non-zero "
-            "max_batch_size is specified",
-        )
 
-    def describe(items: list[tuple[str, str, list[int]]]) -> list[dict[str, Any]]:
-        out = []
-        for name, dtype, dims in items:
-            tail = dims[1:] if max_batch > 0 else dims
-            entry: dict[str, Any] = {"name": name, "data_type": _CONFIG_TYPES.get(dtype, "TYPE_INVALID")}
-            entry["dims"] = tail or [1]
-            if not tail and max_batch > 0:
-                entry["reshape"] = {"shape": []}
-            out.append(entry)
-        return out
+    def info(items: list[tuple[str, str, list[int]]]) -> list[tuple[str, str, list[int]]]:
+        return [(name, _CONFIG_TYPES.get(dtype, "TYPE_INVALID"), dims) for name, dtype, dims in items]
 
-    if not config.get("input"):
-        config["input"] = describe(inputs)
-    if not config.get("output"):
-        config["output"] = describe(outputs)
-    model.set_config(config)
+    autocomplete_io(model, info(inputs), info(outputs))
 
 
 # -- the naming rules (Triton's ValidateInputs / ValidateOutputs / GetNamingConvention) --------------

@@ -32,7 +32,7 @@ import numpy as np
 
 from tritium.core import devices
 from tritium.core.backend.api import Model, ModelInstance, Request
-from tritium.core.backend.framework import model_file, run_batched
+from tritium.core.backend.framework import autocomplete_io, check_io, model_file, run_batched
 from tritium.core.errors import Code, TritonError
 
 #: TensorRT DataType names -> model-config datatypes
@@ -127,20 +127,10 @@ def _profile_max_batch(engine: Any, tensors: list[dict[str, Any]]) -> int:
 
 
 def _auto_complete(model: Model, engine: Any, tensors: list[dict[str, Any]]) -> None:
-    config = dict(model.config)
-    batching = all(t["dims"][:1] == [-1] for t in tensors)
-    if batching and int(config.get("max_batch_size", 0)) == 0:
-        config["max_batch_size"] = _profile_max_batch(engine, tensors)
-        if config["max_batch_size"] > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
-            config["dynamic_batching"] = {}
-    skip = 1 if int(config.get("max_batch_size", 0)) > 0 else 0
-    for kind, is_input in (("input", True), ("output", False)):
-        if not config.get(kind):
-            config[kind] = [
-                {"name": t["name"], "data_type": t["data_type"], "dims": t["dims"][skip:] or [1]}
-                for t in tensors if t["input"] == is_input
-            ]
-    model.set_config(config)
+    def info(is_input: bool) -> list[tuple[str, str, list[int]]]:
+        return [(t["name"], t["data_type"], t["dims"]) for t in tensors if t["input"] == is_input]
+
+    autocomplete_io(model, info(True), info(False), max_batch_size=_profile_max_batch(engine, tensors))
 
 
 def TRITONBACKEND_ModelInitialize(model: Model) -> None:
@@ -167,23 +157,8 @@ def _group_profiles(model: Model, instance_name: str, count: int) -> list[int]:
 
 
 def _check_config(model: Model, tensors: list[dict[str, Any]]) -> None:
-    by_name = {t["name"]: t for t in tensors}
     for kind, is_input in (("input", True), ("output", False)):
-        for item in model.config.get(kind, []):
-            tensor = by_name.get(str(item["name"]))
-            if tensor is None or tensor["input"] != is_input:
-                allowed = sorted(t["name"] for t in tensors if t["input"] == is_input)
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected inference {kind} '{item['name']}', allowed "
-                    f"{kind}s are: " + ", ".join(allowed),
-                )
-            if tensor["data_type"] != item["data_type"]:
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
-                    f"{kind} '{item['name']}', expecting {tensor['data_type']}",
-                )
+        check_io(model, kind, {t["name"]: t["data_type"] for t in tensors if t["input"] == is_input})
 
 
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:

@@ -9,6 +9,7 @@ the worker process, on the executing thread.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,7 +20,10 @@ from ..model_repository.paths import safe_join
 from .api import Model, Request, batch_input
 
 __all__ = [
+    "autocomplete_io",
     "bool_parameter",
+    "check_io",
+    "import_framework",
     "int_parameter",
     "model_file",
     "output_names",
@@ -31,6 +35,97 @@ __all__ = [
 
 _TRUE = ("true", "1", "on", "yes")
 _FALSE = ("false", "0", "off", "no")
+
+
+#: ``(name, config datatype, dims with -1 for a dynamic dimension)`` of a model's tensor
+TensorInfo = tuple[str, str, list[int]]
+
+
+def import_framework(module: str, backend: str, install: str) -> Any:
+    """Import a framework package in the worker; a clear load error when it is missing.
+
+    :param install: what to install, e.g. ``"pip install 'tritium[pytorch]'"``.
+    :raises TritonError: UNAVAILABLE naming the package and how to install it.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise TritonError(
+            Code.UNAVAILABLE, f"the {backend} backend needs the {module} package: {install} ({exc})"
+        ) from None
+
+
+def autocomplete_io(
+    model: Model, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], max_batch_size: int | None = None
+) -> None:
+    """Complete the config's missing inputs and outputs from the model's own, as Triton's backends do.
+
+    When every tensor's first dimension is dynamic the model batches: a config
+    ``max_batch_size`` of 0 becomes ``max_batch_size`` (default: the backend's
+    ``default-max-batch-size``, 4) and ``dynamic_batching {}`` is added when it
+    is above 1; the batch dimension is then left out of the dims (a tensor
+    with no other dimension gets dims ``[1]`` and ``reshape { shape: [] }``).
+
+    :raises TritonError: INVALID_ARG when the model cannot batch but the config's
+        ``max_batch_size`` is not 0 (Triton's "autofill failed" message).
+    """
+    config = dict(model.config)
+    batching = all(dims and dims[0] == -1 for _n, _t, dims in [*inputs, *outputs])
+    max_batch = int(config.get("max_batch_size", 0))
+    if batching:
+        if max_batch == 0:
+            if max_batch_size is None:
+                max_batch_size = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
+            max_batch = max_batch_size
+            config["max_batch_size"] = max_batch
+        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
+            config["dynamic_batching"] = {}
+    elif max_batch != 0:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"autofill failed for model '{model.name}': model does not support batching while non-zero "
+            "max_batch_size is specified",
+        )
+
+    def describe(items: Sequence[TensorInfo]) -> list[dict[str, Any]]:
+        out = []
+        for name, datatype, dims in items:
+            entry: dict[str, Any] = {"name": name, "data_type": datatype}
+            tail = list(dims[1:]) if max_batch > 0 else list(dims)
+            entry["dims"] = tail or [1]
+            if not tail and max_batch > 0:
+                entry["reshape"] = {"shape": []}
+            out.append(entry)
+        return out
+
+    if not config.get("input"):
+        config["input"] = describe(inputs)
+    if not config.get("output"):
+        config["output"] = describe(outputs)
+    model.set_config(config)
+
+
+def check_io(model: Model, kind: str, provided: Mapping[str, str]) -> None:
+    """Every config ``kind`` (``"input"``/``"output"``) must be a tensor of the model, with its datatype.
+
+    :param provided: the model's tensor names -> config datatypes (``"TYPE_FP32"``).
+    :raises TritonError: INVALID_ARG with Triton's messages (unexpected name, listing
+        the allowed ones; unexpected datatype).
+    """
+    for item in model.config.get(kind, []):
+        name = str(item["name"])
+        if name not in provided:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unable to load model '{model.name}', unexpected inference {kind} '{name}', "
+                f"allowed {kind}s are: " + ", ".join(sorted(provided)),
+            )
+        if provided[name] != item["data_type"]:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
+                f"{kind} '{name}', expecting {provided[name]}",
+            )
 
 
 def model_file(model: Model, default: str, *, alternatives: Sequence[str] = ()) -> Path:

@@ -143,7 +143,8 @@ def test_instance_errors(backend, runtime, tmp_path: Path, config, kind: str, da
 def test_without_gpu_and_packages_the_message_names_each_missing_part(backend, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(devices, "gpu_ids", lambda: ())
     monkeypatch.setitem(sys.modules, "tensorrt", None)  # import tensorrt raises ImportError
-    monkeypatch.setitem(sys.modules, "cuda", None)
+    for name in ("cuda", "cuda.bindings", "cuda.bindings.runtime", "cuda.cudart"):  # torch may have imported them
+        monkeypatch.setitem(sys.modules, name, None)
     model = _model(tmp_path, dict(IO), plan([(1, 4, 16)]))
     with pytest.raises(TritonError) as info:
         backend.TRITONBACKEND_ModelInitialize(model)
