@@ -234,11 +234,6 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
             raise TritonError(Code.INVALID_ARG, f"input '{INPUT}' must be [batch, {features}], got {list(x.shape)}")
         return {OUTPUT: _postprocess(settings, predict(x))}
 
-    try:
-        results = run_batched(requests, True, run, [OUTPUT])
-    except TritonError:
-        raise
-    except Exception as exc:
-        raise TritonError(Code.INTERNAL, f"fil execute failure for model '{instance.model.name}': {exc}") from None
+    results = run_batched(requests, True, run, [OUTPUT], f"fil execute failure for model '{instance.model.name}'")
     for request, outputs in zip(requests, results):
         request.respond(outputs)

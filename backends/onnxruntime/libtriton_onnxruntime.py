@@ -290,26 +290,19 @@ def _feed(state: dict[str, Any], name: str, array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _run(state: dict[str, Any], requests: list[Request]) -> list[dict[str, np.ndarray]]:
+def _run(state: dict[str, Any], requests: list[Request], failure: str) -> list[dict[str, np.ndarray]]:
     session = state["session"]
 
     def run(inputs: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
         feeds = {name: _feed(state, name, array) for name, array in inputs.items()}
         return dict(zip(wanted, session.run(wanted, feeds)))
 
-    return run_batched(requests, state["batching"], run, state["outputs"])
+    return run_batched(requests, state["batching"], run, state["outputs"], failure)
 
 
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
     state = instance.state
-    try:
-        results = _run(state, requests)
-    except TritonError:
-        raise
-    except Exception as exc:
-        raise TritonError(
-            Code.INTERNAL, f"onnxruntime execute failure for model '{instance.model.name}': {exc}"
-        ) from None
+    results = _run(state, requests, f"onnxruntime execute failure for model '{instance.model.name}'")
     for request, outputs in zip(requests, results):
         for name, value in list(outputs.items()):
             if value.dtype == object:

@@ -214,12 +214,8 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
             outputs[name] = value[:rows] if state["static_batch"] is not None else value
         return outputs
 
-    try:
-        results = run_batched(requests, state["batching"], run, state["config_outputs"])
-    except TritonError:
-        raise
-    except Exception as exc:
-        raise TritonError(Code.INTERNAL, f"openvino execute failure for model '{instance.model.name}': {exc}") from None
+    failure = f"openvino execute failure for model '{instance.model.name}'"
+    results = run_batched(requests, state["batching"], run, state["config_outputs"], failure)
     for request, outputs in zip(requests, results):
         request.respond(outputs)
 

@@ -468,12 +468,8 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
     def run(inputs: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
         return _forward(state, inputs, wanted)
 
-    try:
-        results = run_batched(requests, state["batching"], run, state["config_outputs"])
-    except TritonError:
-        raise
-    except Exception as exc:  # torch.jit.Error carries the TorchScript traceback in its message
-        raise TritonError(Code.INTERNAL, f"PyTorch execute failure: {exc}") from None
+    try:  # torch.jit.Error carries the TorchScript traceback in its message
+        results = run_batched(requests, state["batching"], run, state["config_outputs"], "PyTorch execute failure")
     finally:
         if state["settings"]["cache_cleaning"] and state["device"].type == "cuda":
             torch.cuda.empty_cache()

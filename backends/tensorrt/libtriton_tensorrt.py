@@ -264,7 +264,8 @@ def _run(state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str]
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
     state = instance.state
     name = instance.model.name
-    results = run_batched(requests, state["batching"], lambda i, w: _run(state, i, w, name), state["config_outputs"])
+    results = run_batched(requests, state["batching"], lambda i, w: _run(state, i, w, name), state["config_outputs"],
+                          f"TensorRT execute failure for model '{name}'")
     for request, outputs in zip(requests, results):
         request.respond(outputs)
 

@@ -228,6 +228,7 @@ def run_batched(
     batching: bool,
     run: Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]],
     default_outputs: Sequence[str],
+    failure: str = "execute failure",
 ) -> list[dict[str, np.ndarray]]:
     """Run ``requests`` and return each request's outputs.
 
@@ -238,9 +239,25 @@ def run_batched(
     on its own.
 
     :param run: ``run(inputs, wanted_output_names) -> {name: array}``.
+    :param failure: what an exception from ``run`` other than a TritonError
+        becomes: INTERNAL ``"<failure>: <exception>"`` (``"PyTorch execute failure"``).
     :raises TritonError: INTERNAL when an output's dim 0 is not the batch's total size
-        (Triton: the backend must keep the batch size).
+        (Triton: the backend must keep the batch size), or as ``failure`` says.
     """
+    try:
+        return _run_batched(requests, batching, run, default_outputs)
+    except TritonError:
+        raise
+    except Exception as exc:
+        raise TritonError(Code.INTERNAL, f"{failure}: {exc}") from None
+
+
+def _run_batched(
+    requests: Sequence[Request],
+    batching: bool,
+    run: Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]],
+    default_outputs: Sequence[str],
+) -> list[dict[str, np.ndarray]]:
     if not batching or len(requests) == 1:
         results = []
         for request in requests:

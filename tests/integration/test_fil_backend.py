@@ -19,6 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from tests.support import framework_models as fm
 from tests.support.clients import module_server
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
@@ -160,13 +161,10 @@ def test_gpu_layout_parameters_are_logged_as_ignored(server: ServerProcess) -> N
 
 
 def test_missing_treelite_is_a_clear_load_error(tmp_path: Path) -> None:
-    fake = tmp_path / "no_treelite" / "treelite"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'treelite'\")\n")
     repo = tmp_path / "models"
     add_model(repo, "needs_treelite", _config("xgboost_json"), files={"1/xgboost.json": "{}"})
     server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env={"PYTHONPATH": str(tmp_path / "no_treelite")})
+                           env=fm.without_package(tmp_path, "treelite"))
     server.start()
     try:
         assert not httpclient.InferenceServerClient(server.http_url).is_model_ready("needs_treelite")

@@ -150,14 +150,11 @@ def test_bad_models_fail_to_load_with_the_reason(server: ServerProcess, model: s
 
 
 def test_missing_openvino_is_a_clear_load_error(tmp_path: Path) -> None:
-    fake = tmp_path / "no_openvino" / "openvino"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'openvino'\")\n")
     repo = tmp_path / "models"
     add_model(repo, "needs_openvino", 'backend: "openvino"\nmax_batch_size: 8\n' + IO,
               files={"1/model.xml": "<net/>", "1/model.bin": ""})
     server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env={"PYTHONPATH": str(tmp_path / "no_openvino")})
+                           env=fm.without_package(tmp_path, "openvino"))
     server.start()
     try:
         assert not httpclient.InferenceServerClient(server.http_url).is_model_ready("needs_openvino")

@@ -265,9 +265,6 @@ def test_load_errors_name_the_input_and_the_rule(server: ServerProcess, model: s
 
 
 def test_missing_torch_is_a_clear_load_error(tmp_path: Path) -> None:
-    fake = tmp_path / "no_torch" / "torch"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'torch'\")\n")
     repo = tmp_path / "models"
     add_model(repo, "needs_torch", f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}', files={"1/model.pt": "x"})
     add_model(repo, "identity", textwrap.dedent("""
@@ -276,7 +273,7 @@ def test_missing_torch_is_a_clear_load_error(tmp_path: Path) -> None:
         output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
     """))
     server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env={"PYTHONPATH": str(tmp_path / "no_torch")})
+                           env=fm.without_package(tmp_path, "torch"))
     server.start()
     try:
         client = httpclient.InferenceServerClient(server.http_url)

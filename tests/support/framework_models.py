@@ -31,6 +31,7 @@ __all__ = [
     "stateful_onnx",
     "stateful_torchscript",
     "strings_torchscript",
+    "without_package",
 ]
 
 STATE_DECAY = 0.5
@@ -203,3 +204,12 @@ def onnx_reference(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.nda
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))
+
+
+def without_package(root: Path, package: str) -> dict[str, str]:
+    """Environment for a server whose workers cannot import ``package`` (a stand-in on PYTHONPATH
+    raises ImportError, as an absent package does): ``ServerProcess(..., env=without_package(...))``."""
+    fake = root / f"no_{package}" / package
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(f"raise ImportError(\"No module named '{package}'\")\n")
+    return {"PYTHONPATH": str(fake.parent)}
