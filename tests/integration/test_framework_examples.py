@@ -4,8 +4,8 @@
 and OpenVINO IR, all-MiniLM-L6-v2 as a python model and as TorchScript, and
 an XGBoost and a LightGBM classifier trained on scikit-learn's breast-cancer
 data; a TensorRT plan sits beside them. One server serves the mix (``model.onnx``,
-``model.pt``, ``model.xml``, ``xgboost.json``, ``model.txt``) through
-tritonclient, each answer checked against the framework run in this process;
+``model.pt``, ``model.xml``, ``xgboost.json``, ``model.txt``, and an ensemble
+mixing python, pytorch and openvino steps) through tritonclient, each answer checked against the framework run in this process;
 on a machine without a GPU the TensorRT model fails to load with a message
 naming what is missing, and the others keep serving.
 """
@@ -32,8 +32,7 @@ sys.path.insert(0, str(REPO_ROOT / "examples"))
 import framework_examples as fx  # noqa: E402  (examples/ is not a package)
 import image_client  # noqa: E402
 
-BUILT = ["efficientnet_lite0_torchscript", "efficientnet_lite0_openvino", "minilm", "minilm_torchscript",
-         "breast_cancer_trees"]
+BUILT = ["efficientnet_ensemble_frameworks", "minilm", "minilm_torchscript", "breast_cancer_trees"]
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."]
 
 
@@ -100,6 +99,18 @@ def test_torchscript_classification_extension_uses_the_labels(server, coffee) ->
     result = client.infer("efficientnet_lite0_torchscript", [tensor],
                           outputs=[httpclient.InferRequestedOutput("OUTPUT__0", class_count=1)])
     assert result.as_numpy("OUTPUT__0")[0][0].decode().endswith(":967:espresso")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_ensemble_mixing_python_pytorch_and_openvino_steps_names_both_photos(server, built, protocol: str) -> None:
+    module = httpclient if protocol == "http" else grpcclient
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    data = np.array([[(built[1] / name).read_bytes()] for name in ("coffee.jpg", "cat.jpg")], dtype=np.object_)
+    tensor = module.InferInput("IMAGE", list(data.shape), "BYTES")
+    tensor.set_data_from_numpy(data)
+    result = client.infer("efficientnet_ensemble_frameworks", [tensor])
+    for output in ("LABEL_TORCHSCRIPT", "LABEL_OPENVINO"):
+        assert result.as_numpy(output).reshape(-1).tolist() == [b"espresso", b"Egyptian cat"]
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
