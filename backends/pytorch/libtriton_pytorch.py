@@ -168,11 +168,9 @@ def _auto_complete(model: Model, program: Any) -> None:
 
 
 # -- the naming rules (Triton's ValidateInputs / ValidateOutputs / GetNamingConvention) --------------
-def _sequence_inputs(config: dict[str, Any]) -> list[str]:
-    """Inputs the sequence batcher adds: its control inputs, then the implicit-state inputs."""
-    seq = config.get("sequence_batching") or {}
-    controls = [str(item["name"]) for item in seq.get("control_input", [])]
-    return controls + state_names(config)[0]
+def _control_inputs(config: dict[str, Any]) -> list[str]:
+    """The sequence batcher's control inputs (START, END, READY, CORRID)."""
+    return [str(item["name"]) for item in (config.get("sequence_batching") or {}).get("control_input", [])]
 
 
 def _naming(names: list[str], arguments: list[str] | None) -> str:
@@ -192,8 +190,8 @@ def _input_map(model: Model, arguments: list[tuple[str, str]]) -> tuple[bool, di
     config = model.config
     names = [str(i["name"]) for i in config.get("input", [])]
     batch_targets = [str(t) for b in config.get("batch_input", []) for t in b.get("target_name", [])]
-    extra = _sequence_inputs(config)
-    for name in _sequence_inputs(config)[: len(extra) - len(state_names(config)[0])]:  # the control inputs
+    extra = _control_inputs(config) + state_names(config)[0]  # inputs the sequence batcher adds
+    for name in _control_inputs(config):
         if not _INDEXED.match(name):
             raise TritonError(Code.INTERNAL, f"input '{name}' does not follow <name>__<index> naming convention.")
     for name in names:
