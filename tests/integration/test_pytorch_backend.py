@@ -85,23 +85,6 @@ def build(repo: Path) -> None:
                 { name: "INPUT__2" data_type: TYPE_FP32 dims: [ 4 ] } ]
         output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
         """, fm.add_sub_torchscript)
-    _model(repo, "bad_shared_index", """
-        backend: "pytorch"
-        input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OTHER__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-        output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-        """, fm.add_sub_torchscript)
-    _model(repo, "bad_index_range", """
-        backend: "pytorch"
-        input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__5" data_type: TYPE_FP32 dims: [ 4 ] } ]
-        output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-        """, fm.add_sub_torchscript)
-    _model(repo, "bad_state_naming", """
-        backend: "pytorch"
-        max_batch_size: 4
-        input [ { name: "x" data_type: TYPE_FP32 dims: [ 2 ] } ]
-        output [ { name: "y" data_type: TYPE_FP32 dims: [ 2 ] } ]
-        sequence_batching { state [ { input_name: "state" output_name: "STATE_OUT__1" data_type: TYPE_FP32 dims: [ 2 ] } ] }
-        """, fm.stateful_torchscript)
     for name, key, value in (
         ("bad_nvfuser", "ENABLE_NVFUSER", "true"),
         ("bad_sharing", "ENABLE_WEIGHT_SHARING", "true"),
@@ -240,12 +223,6 @@ def test_two_instances_run_in_two_worker_processes(server: ServerProcess) -> Non
     ("model", "message"),
     [
         ("bad_count", "Invalid argument: unable to load model 'bad_count', configuration expects 3 inputs, model provides 2"),
-        ("bad_shared_index", "unable to load model 'bad_shared_index': inputs 'INPUT__0' and 'OTHER__0' both map to "
-         "position 0 (<name>__<index> naming convention)"),
-        ("bad_index_range", "unable to load model 'bad_index_range': input 'INPUT__5' maps to position 5 "
-         "(<name>__<index> naming convention), but forward() takes 2 arguments"),
-        ("bad_state_naming", "PyTorch model 'bad_state_naming' is using sequence batching with state but not all inputs "
-         "and outputs follow the <name>__<index> naming convention."),
         ("bad_nvfuser", "Unsupported: unable to load model 'bad_nvfuser': the pytorch backend does not support parameter "
          "'ENABLE_NVFUSER': torch 2 removed nvfuser (use ENABLE_TENSOR_FUSER)"),
         ("bad_sharing", "ENABLE_WEIGHT_SHARING is not supported: each model instance runs in its own worker process"),

@@ -1,8 +1,8 @@
 """Triton's input/output naming rules of the pytorch backend, on ``forward()`` signatures (no torch needed).
 
 The black-box suite (``tests/integration/test_pytorch_backend.py``) serves real
-TorchScript files with each rule; this one covers the sequence-batcher cases
-(control and state inputs) directly.
+TorchScript files named by each rule and shows one violation as a load error;
+the violations of every rule are checked here, directly.
 """
 
 from __future__ import annotations
@@ -70,6 +70,10 @@ def test_state_and_control_inputs_count_and_follow_the_index_rule() -> None:
         (["A", "B"], None, [("a", "DictType"), ("b", "DictType")],
          "Multiple inputs of kind DictType were detected. Only a single input of type Dict(str, Tensor) is supported."),
         (["A"], None, [("a", "IntType")], "An input of type 'IntType' ('a') was detected in the model."),
+        (["INPUT__0", "OTHER__0"], None, _args("a", "b"), "unable to load model 'm': inputs 'INPUT__0' and 'OTHER__0' "
+         "both map to position 0 (<name>__<index> naming convention)"),
+        (["INPUT__0", "INPUT__5"], None, _args("a", "b"), "unable to load model 'm': input 'INPUT__5' maps to position 5 "
+         "(<name>__<index> naming convention), but forward() takes 2 arguments"),
     ],
 )
 def test_rule_violations_name_the_input_and_the_rule(inputs, sequence, arguments, message: str) -> None:
