@@ -23,8 +23,9 @@ __all__ = ["BatcherServices"]
 
 class BatcherServices:
     """Mixin of :class:`~.model.Model`: needs ``pool``, ``signature``, ``name``, ``version``,
-    ``state_outputs`` and ``_prepare`` from it."""
+    ``config``, ``state_outputs`` and ``_prepare`` from it."""
 
+    config: dict[str, Any]
     pool: TensorPool
     signature: Any
     name: str
@@ -103,9 +104,18 @@ class BatcherServices:
         return payload
 
     def set_state_sink(self, payload: Payload, sink: Any) -> None:
-        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
+        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs.
+
+        The backend is always told to produce the state outputs: the request's
+        output list names them, and a request that named no outputs (the
+        client wants all of them) names every config output too. A backend
+        that computes "all outputs" from its config would otherwise never
+        produce a state output that is not one, and each request of the
+        sequence would start from the initial state again.
+        """
         pending = payload.context
         pending.on_state = sink
         wanted = payload.wire["outputs"]
-        if wanted:
-            wanted.extend(n for n in self.state_outputs if n not in wanted)
+        if not wanted:
+            wanted.extend(str(o["name"]) for o in self.config.get("output", []))
+        wanted.extend(n for n in self.state_outputs if n not in wanted)
