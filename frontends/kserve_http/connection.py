@@ -29,8 +29,8 @@ Framing (RFC 9112):
   kernel cannot take at once pauses the connection until it drains; only
   then is the response's shared memory released and the next request read.
 - A client that stops half-way through a head or a body, or stops reading a
-  response, is dropped after :data:`STALL_TIMEOUT_S` (see
-  :class:`ConnectionTable`). A client that half-closes after sending its
+  response, is dropped after a while (see
+  :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
   request still gets the response.
 """
 
@@ -50,16 +50,12 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "HttpConnection",
-    "ConnectionTable",
     "Dispatcher",
     "MAX_HEAD_BYTES",
-    "STALL_TIMEOUT_S",
 ]
 
 #: the largest request head (request line and headers) accepted, bytes
 MAX_HEAD_BYTES = 64 * 1024
-#: seconds a half-received request, or an unread response, may make no progress
-STALL_TIMEOUT_S = 60.0
 #: a chunked body is read through this buffer, bytes
 _CHUNK_BUFFER = 64 * 1024
 
@@ -220,10 +216,11 @@ class HttpConnection(asyncio.BufferedProtocol):
     """One client connection (see the module docstring).
 
     :param dispatcher: routes requests and says where bodies go.
-    :param table: the endpoint's table of open connections (for stall checks and stop).
+    :param table: the endpoint's table of open connections (for stall checks and stop;
+        :class:`~.connection_table.ConnectionTable`).
     """
 
-    def __init__(self, dispatcher: Dispatcher, table: "ConnectionTable") -> None:
+    def __init__(self, dispatcher: Dispatcher, table: Any) -> None:
         self._dispatcher = dispatcher
         self._table = table
         self._transport: asyncio.Transport | None = None
@@ -587,48 +584,3 @@ def _json_string(text: str) -> str:
     import json
 
     return json.dumps(text)
-
-
-class ConnectionTable:
-    """The open connections of one endpoint; drops stalled ones (checked once a second).
-
-    :param stall_timeout_s: seconds a connection may wait on its client.
-    """
-
-    def __init__(self, stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
-        self.stall_timeout_s = stall_timeout_s
-        self._open: set[HttpConnection] = set()
-        self._task: asyncio.Task[None] | None = None
-
-    def add(self, connection: HttpConnection) -> None:
-        self._open.add(connection)
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._watch())
-
-    def discard(self, connection: HttpConnection) -> None:
-        self._open.discard(connection)
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            deadline = time.monotonic() - self.stall_timeout_s
-            for connection in list(self._open):
-                since = connection.stalled_since()
-                if since is not None and since < deadline:
-                    log.info("dropping an HTTP connection that made no progress for %.0f s", self.stall_timeout_s)
-                    connection.abort()
-
-    def close_idle(self) -> int:
-        """Close every idle connection; the others close after their response. Returns those left."""
-        return sum(1 for c in list(self._open) if not c.close_if_idle())
-
-    def abort_all(self) -> None:
-        """Drop every connection (at the end of a stop)."""
-        for connection in list(self._open):
-            connection.abort()
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
