@@ -358,18 +358,20 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._http10 = parser.get_http_version() == "1.0"
         self._keep_alive = _keep_alive(self._http10, head.headers.get("connection"))
         self._request = request
-        self._consume(head_len)
         headers = head.headers
         if "transfer-encoding" in headers and not head.message_done:
+            self._consume(head_len)
             self._start_chunked(parser, head)
             return
         length_text = headers.get("content-length")
         size = int(length_text) if length_text else 0  # llhttp accepts digits only
         if size > self._dispatcher.max_body_bytes:
+            self._consume(head_len)
             self._keep_alive = False
             self._respond_now(self._dispatcher.too_large(size))
             return
         if size == 0:
+            self._consume(head_len)
             self._start()
             return
         if headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
@@ -378,14 +380,15 @@ class HttpConnection(asyncio.BufferedProtocol):
             view, block = self._dispatcher.body_destination(request, size)
         except Exception as exc:  # the arena cannot hold it
             log.error("no memory for a request body of %d bytes: %s", size, exc)
+            self._consume(head_len)
             self._keep_alive = False
             self._respond_now(HttpResponse(503, b'{"error":"not enough memory for the request body"}'))
             return
         self._body_block = block
-        have = min(self._filled, size)
+        have = min(self._filled - head_len, size)  # body bytes that came with the head
         if have:
-            view[:have] = self._head_view[:have]
-            self._consume(have)
+            view[:have] = self._head_view[head_len : head_len + have]
+        self._consume(head_len + have)
         request.body = view
         if have == size:
             self._start()
