@@ -19,7 +19,8 @@ context holding
 Parts are discovered, never listed here: built-in backends are the folders of
 ``backends/`` holding a ``libtriton_<name>`` library; endpoints are the
 ``tritium.frontends`` entry points (this source tree's ``pyproject.toml`` and
-installed third-party packages). A part's Python dependencies are the
+installed third-party packages; without ``--endpoint``, all but those the source tree's
+``plugins.toml`` leaves off, such as ``openai``). A part's Python dependencies are the
 ``pyproject.toml`` extra of the same name (``<name>-gpu`` with ``--enable-gpu``,
 plus the ``gpu`` extra); a third-party backend folder (``--backend ./mybackend``)
 brings its own ``requirements.txt`` or ``pyproject.toml`` dependencies.
@@ -35,6 +36,7 @@ Examples::
     python build.py --backend onnxruntime --endpoint http --dry-run
     python build.py --backend onnxruntime --backend python --build
     python build.py --backend onnxruntime --endpoint http --install-dir /opt/tritium
+    python build.py --backend python --endpoint http --endpoint openai --dry-run
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ except ImportError:  # pragma: no cover - pip vendors packaging
 
 ROOT = Path(__file__).resolve().parent
 #: the well-known ports of the built-in endpoints (tritonserver's defaults)
-PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
+PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 9000}
 PREFIX = "/opt/tritium"
 MIB = 1024 * 1024
 
@@ -128,6 +130,14 @@ def endpoints(root: Path = ROOT) -> dict[str, tuple[str, str | None]]:
             continue
         found[ep.name] = (ep.value, f"{dist.metadata['Name']}=={dist.version}")
     return found
+
+
+def default_endpoints(root: Path = ROOT) -> list[str]:
+    """The endpoints composed when no ``--endpoint`` is given: every one but those that the source
+    tree's ``plugins.toml`` leaves off by default (``enabled = false``, e.g. ``openai``)."""
+    plugins = root / "plugins.toml"
+    tables = tomllib.loads(plugins.read_text(encoding="utf-8")).get("frontends", {}) if plugins.is_file() else {}
+    return [name for name in endpoints(root) if (tables.get(name) or {}).get("enabled", True)]
 
 
 def _extra(pyproject: dict, name: str, gpu: bool) -> list[str]:
@@ -280,7 +290,7 @@ def make_plan(args: argparse.Namespace, root: Path = ROOT) -> Plan:
     if not args.backend:
         raise BuildError(f"choose at least one --backend (built-in: {', '.join(builtin_backends(root))}, or a folder)")
     backends = [choose_backend(b, pyproject, args.enable_gpu, root) for b in dict.fromkeys(args.backend)]
-    names = args.endpoint or list(endpoints(root))
+    names = args.endpoint or default_endpoints(root)
     chosen_endpoints = [choose_endpoint(e, pyproject, args.enable_gpu, root) for e in dict.fromkeys(names)]
     if len({b.name for b in backends}) != len(backends):
         raise BuildError("two --backend values provide the same backend name")
@@ -371,6 +381,11 @@ def _healthcheck(plan: Plan) -> str:
             "import sys, grpc; from tritium.proto import grpc_service_pb2 as pb, grpc_service_pb2_grpc as rpc; "
             f"stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel('127.0.0.1:{PORTS['grpc']}')); "
             "sys.exit(not stub.ServerReady(pb.ServerReadyRequest(), timeout=3).ready)"
+        )
+    elif "openai" in names:
+        probe = (
+            "import sys, urllib.request; "
+            f"sys.exit(urllib.request.urlopen('http://127.0.0.1:{PORTS['openai']}/health/ready', timeout=3).status != 200)"
         )
     else:
         return "HEALTHCHECK NONE"
@@ -598,7 +613,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backend", action="append", default=[], metavar="NAME|PATH",
                    help="a built-in backend or a folder holding libtriton_<name> (repeatable; at least one)")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME",
-                   help="an endpoint, a 'tritium.frontends' entry point (repeatable; default: all)")
+                   help="an endpoint, a 'tritium.frontends' entry point (repeatable; default: all but those "
+                   "off by default in plugins.toml, such as openai)")
     p.add_argument("--enable-gpu", action="store_true",
                    help="use the backends' GPU dependencies (the <name>-gpu extras) and the gpu extra")
     p.add_argument("--base-image", help="base image of both stages (default: python:<this Python>-slim)")

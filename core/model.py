@@ -22,32 +22,35 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 from .classification import classify
 from .errors import Code, TritonError
-from .memory.arena import Block
+from .memory.arena import EMPTY_SEGMENT, Block
 from .memory.cuda import CudaRef
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
-from .model_batching import BatcherServices, SharedBlock
-from .model_instance import InstanceOptions, ModelInstance
-from .request import InferenceRequest
+from .model_batching import BatcherServices
+from .model_instance import ModelInstance
+from .request import InferenceRequest, InferInput
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
 from .scheduler.dynamic_batcher import DynamicBatcher
-from .scheduler.rate_limiter import demand_of_group
 from .scheduler.sequence_batcher import SequenceBatcher
 from .stats import ModelStats
 from .tensor import tensor_from_buffer
-from .types import by_config_name, by_name
+from .types import by_config_name, by_name, element_count
 from .validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 
 log = logging.getLogger("tritium.model")
 
-__all__ = ["Model", "ModelState"]
+__all__ = ["Model", "ModelState", "Done"]
+
+#: receives a request's final response, or the error it failed with: ``done(response, None)`` /
+#: ``done(None, error)``
+Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
 
 
 class ModelState:
@@ -64,8 +67,9 @@ class _Pending:
     """Per-request state of a payload (what :class:`Payload.context` holds)."""
 
     request: InferenceRequest
-    blocks: list[Block]
-    future: asyncio.Future[InferenceResponse] | None
+    blocks: list[Block | SharedBlock]
+    #: gets the final response (or the error) of a request that is not streamed, once
+    done: "Done | None"
     queue: asyncio.Queue[InferenceResponse] | None
     classification: dict[str, int] = field(default_factory=dict)
     open_responses: int = 0
@@ -77,6 +81,8 @@ class _Pending:
     on_state: Any = None
     #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
     null: bool = False
+    #: the request stops counting as active (:meth:`Model.drain`) when its response is released
+    leave_on_release: bool = False
 
 
 class Model(BatcherServices):
@@ -101,6 +107,7 @@ class Model(BatcherServices):
     ) -> None:
         self.name = name
         self.version = version
+        self.version_text = str(version)
         self.path = path
         self.config = config
         self.signature = ModelSignature(name, config)
@@ -209,97 +216,125 @@ class Model(BatcherServices):
         await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
 
     # -- the request path --------------------------------------------------------------
-    def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:
+    def _prepare(self, request: InferenceRequest, stream: bool, done: "Done | None" = None) -> Payload:
         sig = self.signature
         batch_size = validate_request(sig, request)
-        blocks: list[Block] = []
+        blocks: list[Block | SharedBlock] = []
         regions: list[RegisteredRegion] = []
         wire_inputs = []
         shm_outputs: dict[str, list[int]] = {}
+        itemsizes = sig.itemsizes
+        shared = request.buffer
         try:
             for inp in request.inputs:
-                ref = inp.shared_memory
-                if isinstance(ref, CudaRef):  # in a CUDA region: one device→host copy into the arena
-                    is_bytes = sig.inputs[inp.name].datatype.is_bytes
-                    if not is_bytes:
-                        check_input_bytes(sig, request, inp, ref.byte_size)
-                    block = self.pool.allocate(ref.byte_size)
-                    blocks.append(block)
-                    ref.copy_to_host(inp.name, block.view)
-                    if is_bytes:
-                        check_bytes_elements(sig, request, inp, block.view)
-                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
-                    continue
-                if ref is not None:  # in the client's region: checked here, read in place by the worker
-                    if sig.inputs[inp.name].datatype.is_bytes:
-                        check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
-                    else:
-                        check_input_bytes(sig, request, inp, ref.byte_size)
-                    ref.region.acquire()
-                    regions.append(ref.region)
-                    wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *ref.descriptor])
+                if inp.shared_memory is not None:
+                    wire_inputs.append(self._region_input(request, inp, blocks, regions))
                     continue
                 data = inp.data
                 if data is None:
                     raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
                 view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
                 nbytes = len(view)
-                if sig.inputs[inp.name].datatype.is_bytes:
+                itemsize = itemsizes[inp.name]
+                if not itemsize:
                     check_bytes_elements(sig, request, inp, view)
+                elif nbytes != element_count(inp.shape) * itemsize:
+                    check_input_bytes(sig, request, inp, nbytes)  # raises Triton's message
+                if shared is not None and inp.buffer_offset >= 0:  # already in the arena: no copy
+                    shared.acquire()
+                    blocks.append(shared)
+                    block = shared.block
+                    offset = block.offset + inp.buffer_offset
                 else:
-                    check_input_bytes(sig, request, inp, nbytes)
-                block = self.pool.allocate(nbytes)
-                blocks.append(block)
-                if nbytes:
-                    block.view[:] = view
-                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), *block.descriptor])
-            for out in request.outputs:
+                    block = self.pool.allocate(nbytes)
+                    blocks.append(block)
+                    if nbytes:
+                        block.view[:] = view
+                    offset = block.offset
+                seg_id = block.segment.id if block.segment is not None else EMPTY_SEGMENT
+                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), seg_id, offset, nbytes])
+            outputs = request.outputs
+            classification: dict[str, int] = {}
+            for out in outputs:
                 ref = out.shared_memory
                 if ref is not None:  # a CUDA region's output comes through the arena (copied in on_response)
                     ref.region.acquire()
                     regions.append(ref.region)
                     if isinstance(ref, ShmRef):
                         shm_outputs[out.name] = list(ref.descriptor)
+                if out.parameters and out.classification > 0:
+                    classification[out.name] = out.classification
         except BaseException:
-            for block in blocks:
-                self.pool.free(block)
+            self._free_blocks(blocks)
             for region in regions:
                 region.release()
             raise
-        classification = {o.name: o.classification for o in request.outputs if o.classification > 0}
         params = request.parameters
-        flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
-            _SEQUENCE_END if params.get("sequence_end") else 0
-        )
-        wire = {
-            "id": request.id,
-            "corr": params.get("sequence_id", 0),
-            "flags": flags,
-            "timeout": params.get("timeout", 0) if type(params.get("timeout", 0)) is int else 0,
-            "priority": params.get("priority", 0) if type(params.get("priority", 0)) is int else 0,
-            "inputs": wire_inputs,
-            "outputs": [o.name for o in request.outputs],
-            "params": _backend_parameters(params),
-        }
+        if params:
+            flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
+                _SEQUENCE_END if params.get("sequence_end") else 0
+            )
+            timeout, priority = params.get("timeout", 0), params.get("priority", 0)
+            wire = {
+                "id": request.id,
+                "corr": params.get("sequence_id", 0),
+                "flags": flags,
+                "timeout": timeout if type(timeout) is int else 0,
+                "priority": priority if type(priority) is int else 0,
+                "inputs": wire_inputs,
+                "outputs": [o.name for o in outputs],
+                "params": _backend_parameters(params),
+            }
+        else:
+            wire = {
+                "id": request.id, "corr": 0, "flags": 0, "timeout": 0, "priority": 0,
+                "inputs": wire_inputs, "outputs": [o.name for o in outputs], "params": {},
+            }
         if shm_outputs:
             wire["shm_outputs"] = shm_outputs
-        loop = asyncio.get_running_loop()
-        pending = _Pending(
-            request,
-            blocks,
-            None if stream else loop.create_future(),
-            asyncio.Queue() if stream else None,
-            classification,
-            regions=regions,
-        )
+        pending = _Pending(request, blocks, done, asyncio.Queue() if stream else None, classification, regions=regions)
         return Payload(wire, batch_size, self, pending)
 
-    async def infer(self, request: InferenceRequest) -> InferenceResponse:
-        """Run one request and return its (single) response; raises on error.
+    def _region_input(
+        self,
+        request: InferenceRequest,
+        inp: InferInput,
+        blocks: list[Block | SharedBlock],
+        regions: list[RegisteredRegion],
+    ) -> list[Any]:
+        """The wire descriptor of an input in a registered region (system: read in place by the
+        worker; CUDA: copied device→host once, into the arena)."""
+        sig = self.signature
+        ref = inp.shared_memory
+        is_bytes = not sig.itemsizes[inp.name]
+        if isinstance(ref, CudaRef):
+            if not is_bytes:
+                check_input_bytes(sig, request, inp, ref.byte_size)
+            block = self.pool.allocate(ref.byte_size)
+            blocks.append(block)
+            ref.copy_to_host(inp.name, block.view)
+            if is_bytes:
+                check_bytes_elements(sig, request, inp, block.view)
+            return [inp.name, inp.datatype, list(inp.shape), *block.descriptor]
+        assert ref is not None
+        if is_bytes:
+            check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
+        else:
+            check_input_bytes(sig, request, inp, ref.byte_size)
+        ref.region.acquire()
+        regions.append(ref.region)
+        return [inp.name, inp.datatype, list(inp.shape), *ref.descriptor]
+
+    def submit(self, request: InferenceRequest, done: "Done") -> None:
+        """Start one request; ``done(response, None)`` or ``done(None, error)`` is called once, later
+        (or at once, for a request refused before it is queued), on the event loop.
+
+        The response's outputs are views of shared memory, valid until
+        ``response.release()``; the request counts as active (:meth:`drain`)
+        until then.
 
         :raises TritonError: INVALID_ARG for a request that does not fit the
-            config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`),
-            or the backend's error.
+            config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`).
         """
         if self.decoupled:
             raise TritonError(
@@ -308,43 +343,43 @@ class Model(BatcherServices):
             )
         self._enter()
         try:
-            payload = self._prepare(request, stream=False)
-            pending: _Pending = payload.context
-            self.scheduler.enqueue(payload)
-            assert pending.future is not None
-            try:
-                response = await pending.future
-            except asyncio.CancelledError:
-                pending.future = None  # responses arriving later are released at once
-                raise
+            payload = self._prepare(request, stream=False, done=done)
         except BaseException:
             self._leave()
             raise
-        if response.error is not None:
-            try:
-                response.release()  # its input blocks and regions
-            finally:
-                self._leave()
-            raise response.error
-        # the request counts as in flight until its outputs (views of shared memory) are released
-        release = response._release
+        payload.context.leave_on_release = True
+        self.scheduler.enqueue(payload)
 
-        def release_and_leave() -> None:
-            try:
-                if release is not None:
-                    release()
-            finally:
-                self._leave()
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request and return its (single) response; raises on error (see :meth:`submit`).
 
-        response._release = release_and_leave
-        return response
+        :raises TritonError: as :meth:`submit`, or the backend's error.
+        """
+        future: asyncio.Future[InferenceResponse] = asyncio.get_running_loop().create_future()
+
+        def done(response: InferenceResponse | None, error: BaseException | None) -> None:
+            if future.cancelled():  # the caller went away: nothing will release it
+                if response is not None:
+                    response.release()
+            elif error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(response)  # type: ignore[arg-type]
+
+        self.submit(request, done)
+        return await future
 
     async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
-        """Run one request and yield each response as it comes (decoupled models: zero or more)."""
+        """Run one request and yield each response as it comes (decoupled models: zero or more).
+
+        A caller that stops early (closes the iterator, or is cancelled) leaves no response
+        behind: those already queued and those still to come are released at once.
+        """
         self._enter()
+        pending: _Pending | None = None
         try:
             payload = self._prepare(request, stream=True)
-            pending: _Pending = payload.context
+            pending = payload.context
             self.scheduler.enqueue(payload)
             assert pending.queue is not None
             while True:
@@ -353,6 +388,10 @@ class Model(BatcherServices):
                 if response.final:
                     return
         finally:
+            if pending is not None and pending.queue is not None:
+                queue, pending.queue = pending.queue, None  # later responses: released on arrival
+                while not queue.empty():
+                    queue.get_nowait().release()
             self._leave()
 
     # -- responses from the scheduler (ResponseHandler) ------------------------------------
@@ -373,6 +412,7 @@ class Model(BatcherServices):
         if error is None:
             try:
                 shm_outputs = payload.wire.get("shm_outputs")
+                resolve = self.pool.segments.resolve
                 for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
                     if release >= 0:
                         releases.append([seg_id, release])
@@ -385,12 +425,12 @@ class Model(BatcherServices):
                         tensor.shared_memory_region = ref.region.name if ref is not None else ""
                         tensors.append(tensor)
                         continue
-                    data = self.pool.segments.resolve(seg_id, offset, nbytes)
-                    if name in self.state_outputs and pending.on_state is not None:
+                    data = resolve(seg_id, offset, nbytes)
+                    if pending.on_state is not None and name in self.state_outputs:
                         pending.on_state(name, datatype, list(shape), bytes(data))
-                    if name in self._hidden_outputs:
+                    if self._hidden_outputs and name in self._hidden_outputs:
                         continue
-                    cuda_ref = self._cuda_output(request, name)
+                    cuda_ref = self._cuda_output(request, name) if pending.regions else None
                     if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
                         if nbytes > cuda_ref.byte_size:
                             raise output_region_too_small(name, cuda_ref.byte_size, nbytes)
@@ -399,7 +439,7 @@ class Model(BatcherServices):
                         tensor.shared_memory_region = cuda_ref.region.name
                         tensors.append(tensor)
                         continue
-                    tensors.append(OutputTensor(name, datatype, list(shape), data, {}, (seg_id, offset, nbytes)))
+                    tensors.append(OutputTensor(name, datatype, shape, data, {}, (seg_id, offset, nbytes)))
                 if pending.classification:
                     tensors = [self._classify(t, pending.classification) for t in tensors]
             except TritonError as exc:
@@ -419,7 +459,7 @@ class Model(BatcherServices):
         pending.open_responses += 1
         response = InferenceResponse(
             self.name,
-            str(self.version),
+            self.version_text,
             request.id,
             tensors,
             dict(parameters) if parameters else {},
@@ -429,8 +469,16 @@ class Model(BatcherServices):
         response._release = lambda: self._release(payload, worker, releases)
         if pending.queue is not None:
             pending.queue.put_nowait(response)
-        elif pending.future is not None and not pending.future.done() and final:
-            pending.future.set_result(response)
+        elif pending.done is not None and final:
+            done, pending.done = pending.done, None
+            try:
+                if error is None:
+                    done(response, None)
+                else:
+                    response.release()  # its input blocks and regions
+                    done(None, error)
+            except Exception:  # the caller's bug: it must not be taken for the worker's
+                log.exception("delivering a response of model %s failed", self.label)
         else:
             response.release()
 
@@ -468,14 +516,21 @@ class Model(BatcherServices):
         pending.open_responses -= 1
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
-            for block in blocks:
-                if isinstance(block, SharedBlock):
-                    block.release()
-                else:
-                    self.pool.free(block)
-            regions, pending.regions = pending.regions, []
-            for region in regions:
-                region.release()
+            self._free_blocks(blocks)
+            if pending.regions:
+                regions, pending.regions = pending.regions, []
+                for region in regions:
+                    region.release()
+            if pending.leave_on_release:
+                pending.leave_on_release = False
+                self._leave()
+
+    def _free_blocks(self, blocks: list[Any]) -> None:
+        for block in blocks:
+            if isinstance(block, SharedBlock):
+                block.release()
+            else:
+                self.pool.free(block)
 
     def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
         k = wanted.get(tensor.name)
@@ -511,107 +566,3 @@ def _backend_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
         for k, v in parameters.items()
         if k not in RESERVED_PARAMETERS and not k.startswith("triton_") and isinstance(v, (bool, int, float, str))
     }
-
-
-def _rate_demands(config: dict[str, Any], limiter: Any) -> dict[str, Any]:
-    """Instance name -> its group's rate-limiter demand (registered with ``limiter``), when the limiter is on."""
-    if limiter is None:
-        return {}
-    out: dict[str, Any] = {}
-    for group in config.get("instance_group", []):
-        one = {**config, "instance_group": [group]}
-        for name, _kind, device in instance_names(one):
-            demand = demand_of_group(group, device)
-            if demand is not None:
-                limiter.register(demand)
-                out[name] = demand
-    return out
-
-
-def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """``(instance name, kind, device id)`` of every instance the groups of a normalized config ask for.
-
-    Instances of a group are named ``<group name>_<k>``, k counting from 0
-    across the group's GPUs (``count`` instances per GPU), as in Triton.
-    """
-    out: list[tuple[str, str, int]] = []
-    for group in config.get("instance_group", []):
-        count = int(group.get("count", 1))
-        kind = str(group.get("kind", "KIND_CPU"))
-        devices: Sequence[int] = (group.get("gpus") or [0]) if kind == "KIND_GPU" else [0]
-        k = 0
-        for device in devices:
-            for _ in range(count):
-                out.append((f"{group['name']}_{k}", kind, int(device)))
-                k += 1
-    return out
-
-
-async def load_model(
-    name: str,
-    version: int,
-    path: str,
-    config: dict[str, Any],
-    settings: dict[str, Any],
-    auto_complete: bool,
-    normalize: Any,
-    read_labels: Any,
-    pool: TensorPool,
-    options: InstanceOptions,
-) -> Model:
-    """Start the instances of one model version and return it READY.
-
-    The first instance's worker runs the backend's model initialization
-    with auto-complete (when enabled); the completed config is then
-    normalized and validated (``normalize(config) -> config``), and every
-    instance initialized with it.
-
-    :param settings: INIT_MODEL settings (backend, model_path, backend_directory, ...).
-    :raises TritonError: why the model cannot load (every started worker is stopped).
-    """
-    names = instance_names(normalize(config, final=False))
-    first_name, first_kind, first_device = names[0] if names else (f"{name}_0", "KIND_CPU", 0)
-    model: Model | None = None
-    holder: dict[str, Model] = {}
-
-    def on_ready(inst: ModelInstance) -> None:
-        if "m" in holder:
-            holder["m"].instance_ready(inst)
-
-    def on_lost(inst: ModelInstance, how: str) -> None:
-        if "m" in holder:
-            holder["m"].instance_lost(inst, how)
-
-    first = ModelInstance(first_name, first_kind, first_device, settings, pool, options, on_ready, on_lost)
-    started: list[ModelInstance] = [first]
-    try:
-        try:
-            completed = await first.start_model(config, auto_complete)
-        except TritonError:
-            raise
-        final = normalize(completed, final=True)
-        labels = read_labels(final)
-        model = Model(name, version, path, final, pool, labels)
-        holder["m"] = model
-        names = instance_names(final)
-        first.name = names[0][0]
-        first.kind, first.device_id = names[0][1], names[0][2]
-        model.instances.append(first)
-        others = [
-            ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]
-        ]
-        started.extend(others)
-        model.instances.extend(others)
-        demands = _rate_demands(final, options.rate_limiter)
-        for inst in model.instances:
-            inst.rate_demand = demands.get(inst.name)
-        results = await asyncio.gather(
-            first.start_instance(final), *(inst.start(final) for inst in others), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-    except BaseException:
-        await asyncio.gather(*(inst.stop() for inst in started), return_exceptions=True)
-        raise
-    return model

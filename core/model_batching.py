@@ -14,17 +14,18 @@ from typing import Any
 import numpy as np
 
 from .memory.arena import Block
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .request import InferenceRequest, InferInput
 from .scheduler.base import Payload
 
-__all__ = ["BatcherServices", "SharedBlock"]
+__all__ = ["BatcherServices"]
 
 
 class BatcherServices:
     """Mixin of :class:`~.model.Model`: needs ``pool``, ``signature``, ``name``, ``version``,
-    ``state_outputs`` and ``_prepare`` from it."""
+    ``config``, ``state_outputs`` and ``_prepare`` from it."""
 
+    config: dict[str, Any]
     pool: TensorPool
     signature: Any
     name: str
@@ -99,30 +100,22 @@ class BatcherServices:
                 inputs.append(InferInput(name, datatype, list(shape), data))
         payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
         pending = payload.context
-        pending.future = None
         pending.null = True
         return payload
 
     def set_state_sink(self, payload: Payload, sink: Any) -> None:
-        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs."""
+        """Have ``sink(name, datatype, shape, data)`` called with the payload's implicit-state outputs.
+
+        The backend is always told to produce the state outputs: the request's
+        output list names them, and a request that named no outputs (the
+        client wants all of them) names every config output too. A backend
+        that computes "all outputs" from its config would otherwise never
+        produce a state output that is not one, and each request of the
+        sequence would start from the initial state again.
+        """
         pending = payload.context
         pending.on_state = sink
         wanted = payload.wire["outputs"]
-        if wanted:
-            wanted.extend(n for n in self.state_outputs if n not in wanted)
-
-
-class SharedBlock:
-    """An arena block shared by the requests of a batch (freed when the last lets go)."""
-
-    __slots__ = ("block", "pool", "refs")
-
-    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
-        self.pool = pool
-        self.block = block
-        self.refs = refs
-
-    def release(self) -> None:
-        self.refs -= 1
-        if self.refs == 0:
-            self.pool.free(self.block)
+        if not wanted:
+            wanted.extend(str(o["name"]) for o in self.config.get("output", []))
+        wanted.extend(n for n in self.state_outputs if n not in wanted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .composition import Composition
 
@@ -50,6 +51,9 @@ class ServerOptions:
     :ivar cache_config: the response cache: cache name -> its settings (``--cache-config``).
     :ivar composition: the backends and endpoints ``build.py`` composed this server with
         (from ``plugins.toml``; not composed by default).
+    :ivar frontend_settings: endpoint-plugin settings from the command line, laid over the
+        plugin's ``[frontends.<name>]`` table of ``plugins.toml`` (``--openai-port 9000`` gives
+        ``{"openai": {"enabled": True, "port": 9000}}``: a flag that configures an endpoint enables it).
     :ivar rate_limit: ``--rate-limit``: ``"off"`` or ``"execution_count"``.
     :ivar rate_limit_resources: ``--rate-limit-resource`` settings, ``(name, count, device or None)``.
     """
@@ -84,6 +88,7 @@ class ServerOptions:
     grpc_restricted_protocol: dict[str, tuple[str, str]] = field(default_factory=dict)
     cache_config: dict[str, dict[str, str]] = field(default_factory=dict)
     composition: Composition = Composition(None, ())
+    frontend_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     rate_limit: str = "off"
     rate_limit_resources: list[tuple[str, int, int | None]] = field(default_factory=list)
     ping_interval_s: float = 5.0

@@ -18,7 +18,7 @@ from .hookspecs import PROJECT, Frontend, FrontendSpec
 
 log = logging.getLogger("tritium.plugins")
 
-__all__ = ["PluginSettings", "load_plugin_settings", "create_frontends", "default_plugins_file"]
+__all__ = ["PluginSettings", "load_plugin_settings", "create_frontends", "default_plugins_file", "with_settings"]
 
 _BUILTIN = {
     "http": "tritium.frontends.kserve_http",
@@ -57,6 +57,20 @@ def load_plugin_settings(path: Path | None = None) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TritonError(Code.INVALID_ARG, f"failed to read {path}: {exc}") from exc
+
+
+def with_settings(config: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``config`` (parsed ``plugins.toml``) with command-line settings laid over its frontend tables.
+
+    :param overrides: frontend name -> settings (``ServerOptions.frontend_settings``); a
+        frontend that ``plugins.toml`` does not name gets a table of its own.
+    """
+    merged = dict(config)
+    frontends = {name: dict(table or {}) for name, table in (config.get("frontends") or {}).items()}
+    for name, settings in overrides.items():
+        frontends.setdefault(name, {}).update(settings)
+    merged["frontends"] = frontends
+    return merged
 
 
 def _module_for(name: str, settings: Mapping[str, Any]) -> str:

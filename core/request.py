@@ -18,6 +18,7 @@ from .types import by_name, from_numpy
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.cuda import CudaRef
+    from .memory.pool import SharedBlock
     from .memory.shm_region import ShmRef
 
 __all__ = ["InferInput", "RequestedOutput", "InferenceRequest", "ParameterValue"]
@@ -38,6 +39,9 @@ class InferInput:
     :ivar shared_memory: where the data lies when it is in a registered
         system or CUDA shared-memory region (see :meth:`SharedMemoryManager.resolve
         <tritium.core.memory.shm_region.SharedMemoryManager.resolve>`).
+    :ivar buffer_offset: where ``data`` starts in the request's :attr:`InferenceRequest.buffer`,
+        in bytes, when it is a slice of it (-1: it is not); the core then sends the
+        worker its place in the arena instead of copying it there.
     """
 
     name: str
@@ -46,6 +50,7 @@ class InferInput:
     data: bytes | bytearray | memoryview | None = None
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
     shared_memory: "ShmRef | CudaRef | None" = None
+    buffer_offset: int = -1
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> "InferInput":
@@ -98,6 +103,11 @@ class InferenceRequest:
     :ivar outputs: the requested outputs; empty means every output of the model.
     :ivar parameters: request parameters (``priority``, ``timeout``,
         ``sequence_id``, ``binary_data_output``, ...).
+    :ivar buffer: the block of the core's arena the request's bytes were received
+        into, when the frontend received them there
+        (:meth:`~tritium.core.server.InferenceServer.request_buffer`); inputs with a
+        :attr:`InferInput.buffer_offset` are slices of it. The core takes its own
+        reference for every input it sends from it; the frontend still releases its own.
     """
 
     model_name: str
@@ -106,3 +116,4 @@ class InferenceRequest:
     inputs: list[InferInput] = field(default_factory=list)
     outputs: list[RequestedOutput] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
+    buffer: "SharedBlock | None" = None

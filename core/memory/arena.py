@@ -32,6 +32,9 @@ from ..errors import Code, TritonError
 __all__ = ["Segment", "Block", "Arena", "SegmentTable", "EMPTY_SEGMENT", "DEFAULT_SEGMENT_SIZE", "window_inside"]
 
 ALIGNMENT = 64
+#: freed blocks up to this size (bytes) are kept for reuse, up to RECYCLE_BYTES in all
+RECYCLE_BELOW = 4096
+RECYCLE_BYTES = 1 << 20
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024  # bytes; pages are only backed once touched
 EMPTY_SEGMENT = 0  # descriptor segment id of a zero-byte tensor
 _OWNER_SHIFT = 24
@@ -166,6 +169,10 @@ class Arena:
         self._on_drop = on_drop
         self._next = 1
         self._states: dict[int, _SegmentState] = {}
+        #: freed small blocks kept for reuse, by aligned size: ``[(state, offset), ...]``; a request
+        #: path allocates and frees the same few sizes over and over (O(1) both ways)
+        self._recycled: dict[int, list[tuple[_SegmentState, int]]] = {}
+        self._recycled_bytes = 0
 
     # -- accounting -----------------------------------------------------
     @property
@@ -191,10 +198,28 @@ class Arena:
         """
         if nbytes <= 0:
             return Block(None, 0, 0)
-        size = _align(nbytes)
+        size = (nbytes + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
+        if size <= RECYCLE_BELOW:
+            recycled = self._recycled.get(size)
+            if recycled:
+                state, offset = recycled.pop()
+                self._recycled_bytes -= size
+                state.used[offset] = size
+                state.used_bytes += size
+                return Block(state.segment, offset, nbytes)
         if size > self.segment_size:
             state = self._new_segment(_align_mib(size), dedicated=True)
             return self._take(state, 0, size, nbytes)
+        block = self._first_fit(size, nbytes)
+        if block is None and self._recycled:  # give the kept small blocks back (coalesced) first
+            self._return_recycled()
+            block = self._first_fit(size, nbytes)
+        if block is not None:
+            return block
+        state = self._new_segment(self.segment_size, dedicated=False)
+        return self._take(state, 0, size, nbytes)
+
+    def _first_fit(self, size: int, nbytes: int) -> Block | None:
         for state in self._states.values():
             if state.dedicated:
                 continue
@@ -202,23 +227,41 @@ class Arena:
             for i, free in enumerate(sizes):
                 if free >= size:
                     return self._take(state, i, size, nbytes)
-        state = self._new_segment(self.segment_size, dedicated=False)
-        return self._take(state, 0, size, nbytes)
+        return None
+
+    def _return_recycled(self) -> None:
+        """Put every kept small block back into its segment's free ranges."""
+        recycled, self._recycled = self._recycled, {}
+        self._recycled_bytes = 0
+        for size, blocks in recycled.items():
+            for state, offset in blocks:
+                state.used[offset] = size  # as if in use: free() coalesces it
+                state.used_bytes += size
+                self._release(state, offset, recycle=False)
 
     def free(self, segment_id: int, offset: int) -> None:
         """Return the block at ``offset`` of segment ``segment_id`` to the pool.
 
-        Unknown blocks are ignored (a peer's RELEASE is not trusted).
+        A small block is kept for the next allocation of its size (at most
+        :data:`RECYCLE_BYTES` in all); they go back to the free ranges when a
+        larger allocation needs the space. Unknown blocks are ignored (a peer's
+        RELEASE is not trusted).
         """
         state = self._states.get(segment_id)
-        if state is None:
-            return
+        if state is not None:
+            self._release(state, offset, recycle=True)
+
+    def _release(self, state: _SegmentState, offset: int, recycle: bool) -> None:
         size = state.used.pop(offset, None)
         if size is None:
             return
         state.used_bytes -= size
         if state.dedicated:
             self._drop(state)
+            return
+        if recycle and size <= RECYCLE_BELOW and self._recycled_bytes + size <= RECYCLE_BYTES:
+            self._recycled.setdefault(size, []).append((state, offset))
+            self._recycled_bytes += size
             return
         offsets, sizes = state.free_offsets, state.free_sizes
         i = bisect.bisect_left(offsets, offset)
@@ -240,6 +283,8 @@ class Arena:
 
     def close(self) -> None:
         """Drop every segment."""
+        self._recycled.clear()
+        self._recycled_bytes = 0
         for state in list(self._states.values()):
             self._drop(state)
 
@@ -341,7 +386,8 @@ class SegmentTable:
         segment = self._segments.get(seg_id)
         if segment is None:
             raise TritonError(Code.INTERNAL, f"descriptor names unknown shared-memory segment {seg_id:#x}")
-        if not window_inside(offset, nbytes, segment.size):
+        size = segment.size
+        if not (0 <= offset <= size and 0 <= nbytes <= size - offset):  # window_inside, inlined (hot)
             raise TritonError(
                 Code.INTERNAL,
                 f"descriptor [{offset}, {offset}+{nbytes}) lies outside segment {seg_id:#x} of {segment.size} bytes",

@@ -16,7 +16,7 @@ from .arena import DEFAULT_SEGMENT_SIZE, Arena, Block, Segment, SegmentTable
 if TYPE_CHECKING:  # pragma: no cover
     from .shm_region import SystemRegion
 
-__all__ = ["TensorPool", "SegmentPeer"]
+__all__ = ["TensorPool", "SegmentPeer", "SharedBlock"]
 
 
 class SegmentPeer(Protocol):
@@ -49,6 +49,13 @@ class TensorPool:
     def free(self, block: Block) -> None:
         """Return an input block."""
         self.arena.free_block(block)
+
+    def shared(self, nbytes: int) -> "SharedBlock":
+        """A block of ``nbytes`` in the input arena with one reference (see :class:`SharedBlock`).
+
+        :raises TritonError: UNAVAILABLE when the arena cannot grow by a segment that holds it.
+        """
+        return SharedBlock(self, self.arena.allocate(nbytes), 1)
 
     def ensure_sent(self, segment_id: int, peer: SegmentPeer) -> None:
         """Send core segment ``segment_id`` to ``peer`` unless it already has it."""
@@ -111,3 +118,38 @@ class TensorPool:
         """Drop every segment (at shutdown)."""
         self.arena.close()
         self.segments.close()
+
+
+class SharedBlock:
+    """An input-arena block with several holders; freed when the last one releases it.
+
+    Used for a batch's gathered inputs (one reference per request) and for a request
+    body a frontend received straight into the arena (one reference for the frontend,
+    one per input the core sends to a worker from it). Core event loop only.
+
+    :param pool: the pool the block came from.
+    :param block: the block.
+    :param refs: the references held at creation.
+    """
+
+    __slots__ = ("block", "pool", "refs")
+
+    def __init__(self, pool: TensorPool, block: Block, refs: int) -> None:
+        self.pool = pool
+        self.block = block
+        self.refs = refs
+
+    @property
+    def view(self) -> memoryview:
+        """The block's bytes (writable)."""
+        return self.block.view
+
+    def acquire(self) -> None:
+        """Take one more reference."""
+        self.refs += 1
+
+    def release(self) -> None:
+        """Drop one reference; the last frees the block."""
+        self.refs -= 1
+        if self.refs == 0:
+            self.pool.free(self.block)

@@ -84,6 +84,8 @@ def _autofill_backend(config: mc.ModelConfig, model_name: str, model_path: Path)
         if platform and not config.platform:
             config.platform = platform
         if not config.default_model_filename and not (config.backend == "pytorch" and config.runtime == "model.py"):
+            if config.backend == "pytorch" and filename not in files and "model.pt2" in files:
+                filename = "model.pt2"  # a torch.export program (tritium's pytorch backend loads it)
             config.default_model_filename = filename
         return
     if not config.backend and not config.platform and not config.default_model_filename:

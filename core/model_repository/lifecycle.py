@@ -2,7 +2,7 @@
 
 :func:`load_version` checks the backend against the server's composition
 (``build.py``), starts a version's instances (through
-:func:`~tritium.core.model.load_model`), runs its ``model_warmup`` samples and
+:func:`~tritium.core.model_loading.load_model`), runs its ``model_warmup`` samples and
 returns it ready to serve; the repository manager decides when it becomes
 visible. Runs on the core's event loop.
 """
@@ -20,7 +20,8 @@ from ...proto import model_config_pb2 as mc
 from ..composition import check_backend
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model, load_model
+from ..model import Model
+from ..model_loading import load_model
 from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict
 from ..model_instance import InstanceOptions

@@ -180,6 +180,8 @@ class BlockingChannel:
         self._decoder = FrameDecoder()
         self._buffer = bytearray(_RECV_BYTES)
         self._view = memoryview(self._buffer)
+        #: frames already received and not yet handed out by :meth:`receive`
+        self.buffered = 0
 
     def send(self, message: list[Any], fds: Sequence[int] = ()) -> None:
         """Send one frame now (from any thread).
@@ -193,13 +195,16 @@ class BlockingChannel:
                 self._sock.sendall(memoryview(data)[sent:])
 
     def send_many(self, messages: Sequence[list[Any]]) -> None:
-        """Send several frames (without fds) in one write."""
+        """Send several frames (without fds) in one write (from any thread)."""
         data = b"".join(encode(m) for m in messages)
         with self._lock:
             self._sock.sendall(data)
 
     def receive(self) -> Iterator[tuple[list[Any], list[int]]]:
         """Yield frames until the core closes the socket (then return).
+
+        While a frame is handled, :attr:`buffered` says how many more were
+        received with it (they are handed out before the socket is read again).
 
         :raises TritonError: INTERNAL for a malformed frame.
         """
@@ -213,7 +218,11 @@ class BlockingChannel:
             fds = _fds_from_ancdata(ancdata) if ancdata else None
             if not nbytes:
                 return
-            yield from self._decoder.feed(self._view[:nbytes], fds)
+            frames = list(self._decoder.feed(self._view[:nbytes], fds))
+            for i, frame in enumerate(frames):
+                self.buffered = len(frames) - i - 1
+                yield frame
+            self.buffered = 0
 
     def close(self) -> None:
         """Close the socket."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -38,19 +37,33 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OutputWriter"]
 
 NO_RELEASE = -1
+_FINAL, _NOT_FINAL = int(ResponseFlag.FINAL), int(ResponseFlag.NONE)
 
 
-@dataclass(slots=True)
 class _Token:
     """Where a request's responses go, and the shared memory it may reference."""
 
-    batch_id: int
-    index: int
-    inputs: list[tuple[int, int, int, int]]  # (segment id, address, offset, nbytes)
-    allocations: list[Block] = field(default_factory=list)
-    sent: set[int] = field(default_factory=set)  # ids of allocations handed to the core
-    #: outputs asked into a registered region: name -> (region id, offset, byte size)
-    shm_outputs: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    __slots__ = ("batch_id", "index", "inputs", "allocations", "sent", "shm_outputs")
+
+    def __init__(
+        self,
+        batch_id: int,
+        index: int,
+        inputs: list[tuple[int, int, int, int]],
+        shm_outputs: Mapping[str, Sequence[int]] | None = None,
+    ) -> None:
+        self.batch_id = batch_id
+        self.index = index
+        #: (segment id, address, offset, nbytes) of each input in an arena segment
+        self.inputs = inputs
+        #: blocks from :meth:`Request.output_buffer` (created on first use)
+        self.allocations: list[Block] = []
+        self.sent: set[int] = set()  # ids of allocations handed to the core
+        #: outputs asked into a registered region: name -> (region id, offset, byte size)
+        self.shm_outputs: Mapping[str, Sequence[int]] = shm_outputs or _NO_REGIONS
+
+
+_NO_REGIONS: Mapping[str, Sequence[int]] = {}
 
 
 class OutputWriter:
@@ -70,18 +83,19 @@ class OutputWriter:
             if dt is not None:
                 self.output_types[str(output["name"])] = dt
         self.output_ns = 0
-        #: while set, RESPONSE frames are collected here and sent with EXECUTE_DONE
-        #: (one write per batch); only on the executing thread of a non-decoupled model
+        #: while set, responses (``[index, flags, outputs, error, parameters]``) are collected
+        #: here and sent inside the batch's EXECUTE_DONE frame (one frame per batch); only on
+        #: the executing thread of a non-decoupled model
         self.held: list[list[Any]] | None = None
         self._holder = 0
 
     def hold(self) -> None:
-        """Start collecting RESPONSE frames sent from this thread (see :attr:`held`)."""
+        """Start collecting the responses sent from this thread (see :attr:`held`)."""
         self.held = []
         self._holder = threading.get_ident()
 
     def release_held(self) -> list[list[Any]]:
-        """Stop collecting; return the frames collected."""
+        """Stop collecting; return the responses collected."""
         held, self.held = self.held or [], None
         return held
 
@@ -93,7 +107,6 @@ class OutputWriter:
             tensor whose length prefixes do not fit (INTERNAL/INVALID_ARG).
         """
         segments = self.worker.segments
-        regions = self.worker.regions
         requests = []
         for index, wire in enumerate(wire_requests):
             inputs: dict[str, np.ndarray] = {}
@@ -103,19 +116,21 @@ class OutputWriter:
                 if dt is None:
                     raise TritonError(Code.INTERNAL, f"unknown datatype '{datatype}' in EXECUTE frame")
                 if is_region_id(seg_id):  # the client's region, mapped here: read in place
-                    view = regions.view(seg_id, offset, nbytes)
+                    view = self.worker.regions.view(seg_id, offset, nbytes)
+                else:
+                    view = segments.resolve(seg_id, offset, nbytes)
+                    segment = segments.get(seg_id)
+                    if segment is not None:
+                        ranges.append((seg_id, segment.address + offset, offset, nbytes))
+                if dt.is_bytes:
                     array = tensor_from_buffer(dt, shape, view)
-                    array.flags.writeable = False
-                    inputs[name] = array
-                    continue
-                view = segments.resolve(seg_id, offset, nbytes)
-                array = tensor_from_buffer(dt, shape, view)
+                else:
+                    array = np.frombuffer(view, dt.numpy)
+                    if array.size != element_count(shape):
+                        tensor_from_buffer(dt, shape, view)  # raises the size error
+                    array = array.reshape(shape)
                 array.flags.writeable = False
                 inputs[name] = array
-                segment = segments.get(seg_id)
-                if segment is not None:
-                    ranges.append((seg_id, segment.address + offset, offset, nbytes))
-            token = _Token(batch_id, index, ranges, shm_outputs=wire.get("shm_outputs") or {})
             requests.append(
                 Request(
                     wire.get("id", ""),
@@ -123,9 +138,9 @@ class OutputWriter:
                     wire.get("flags", 0),
                     wire.get("params") or {},
                     inputs,
-                    list(wire.get("outputs") or []),
+                    wire.get("outputs") or [],
                     self,
-                    token,
+                    _Token(batch_id, index, ranges, wire.get("shm_outputs")),
                     int(wire.get("timeout") or 0),
                 )
             )
@@ -156,9 +171,10 @@ class OutputWriter:
         wire_outputs: list[list[Any]] = []
         placed: list[Block] = []
         if error is None and outputs:
+            wanted = request.requested_output_names
             try:
                 for name, array in outputs.items():
-                    if request.is_output_requested(name):
+                    if not wanted or name in wanted:
                         wire_outputs.append(self._place(token, name, array, placed))
             except Exception as exc:
                 error = exc if isinstance(exc, TritonError) else TritonError(
@@ -167,23 +183,21 @@ class OutputWriter:
                 wire_outputs = []
                 self._free(placed)
                 token.sent.clear()
-        flags = ResponseFlag.FINAL if final else ResponseFlag.NONE
-        frame = [
-            Kind.RESPONSE,
-            token.batch_id,
+        response = [
             token.index,
-            int(flags),
+            _FINAL if final else _NOT_FINAL,
             wire_outputs,
             error.to_wire() if error is not None else None,
             dict(parameters) if parameters else None,
         ]
         if final:
-            self._free([b for b in token.allocations if id(b) not in token.sent])
-            token.allocations.clear()
+            if token.allocations:
+                self._free([b for b in token.allocations if id(b) not in token.sent])
+                token.allocations.clear()
         if self.held is not None and threading.get_ident() == self._holder:
-            self.held.append(frame)
+            self.held.append(response)
         else:
-            self.worker.channel.send(frame)
+            self.worker.channel.send([Kind.RESPONSE, token.batch_id, *response])
         self.output_ns += time.perf_counter_ns() - start
 
     def send_error(self, batch_id: int, index: int, error: TritonError) -> None:
@@ -219,13 +233,16 @@ class OutputWriter:
         return declared
 
     def _place(self, token: _Token, name: str, array: Any, placed: list[Block]) -> list[Any]:
-        if not isinstance(array, np.ndarray):
+        if type(array) is not np.ndarray:
             array = np.asarray(array)
-        dt = self._datatype(name, array)
-        shape = [int(d) for d in array.shape]
-        target = token.shm_outputs.get(name)
-        if target is not None:
-            return self._place_in_region(name, dt, shape, array, target)
+        dt = self.output_types.get(name)
+        if dt is None or dt.is_bytes or array.dtype != dt.numpy:
+            dt = self._datatype(name, array)  # checks (and words the error)
+        shape = list(array.shape)
+        if token.shm_outputs:
+            target = token.shm_outputs.get(name)
+            if target is not None:
+                return self._place_in_region(name, dt, shape, array, target)
         if dt.is_bytes:
             size = serialized_bytes_size(array)
             block = self._allocate(size)
@@ -237,23 +254,26 @@ class OutputWriter:
         nbytes = array.nbytes
         if nbytes == 0:
             return [name, dt.name, shape, EMPTY_SEGMENT, 0, 0, NO_RELEASE]
-        address = array.__array_interface__["data"][0]
-        for seg_id, base, offset, size in token.inputs:
-            delta = address - base
-            if 0 <= delta and delta + nbytes <= size:
-                return [name, dt.name, shape, seg_id, offset + delta, nbytes, NO_RELEASE]
-        for block in token.allocations:
-            assert block.segment is not None
-            delta = address - (block.segment.address + block.offset)
-            if 0 <= delta and delta + nbytes <= block.nbytes:
-                release = NO_RELEASE if id(block) in token.sent else block.offset
-                token.sent.add(id(block))
-                return [name, dt.name, shape, block.segment.id, block.offset + delta, nbytes, release]
+        if array.base is not None:  # a view: of an input, or of an output buffer? then no copy
+            address = array.__array_interface__["data"][0]
+            for seg_id, base, offset, size in token.inputs:
+                delta = address - base
+                if 0 <= delta and delta + nbytes <= size:
+                    return [name, dt.name, shape, seg_id, offset + delta, nbytes, NO_RELEASE]
+            for block in token.allocations:
+                assert block.segment is not None
+                delta = address - (block.segment.address + block.offset)
+                if 0 <= delta and delta + nbytes <= block.nbytes:
+                    release = NO_RELEASE if id(block) in token.sent else block.offset
+                    token.sent.add(id(block))
+                    return [name, dt.name, shape, block.segment.id, block.offset + delta, nbytes, release]
         block = self._allocate(nbytes)
         placed.append(block)
-        block.view[:] = memoryview(array).cast("B")
-        seg_id, offset, nbytes = block.descriptor
-        return [name, dt.name, shape, seg_id, offset, nbytes, offset]
+        segment = block.segment
+        assert segment is not None
+        offset = block.offset
+        segment.view[offset : offset + nbytes] = memoryview(array).cast("B")
+        return [name, dt.name, shape, segment.id, offset, nbytes, offset]
 
     def _place_in_region(
         self, name: str, dt: DataType, shape: list[int], array: np.ndarray, target: Sequence[int]

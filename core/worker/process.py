@@ -25,9 +25,11 @@ from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
 log = logging.getLogger("tritium.worker")
 
-__all__ = ["WorkerProcess", "BatchSink", "BlsHandler", "WorkerExited"]
+__all__ = ["WorkerProcess", "BatchSink", "BlsHandler", "WorkerExited", "RELEASE_DELAY_S"]
 
 _worker_ids = itertools.count(1)
+#: seconds released output blocks wait for an EXECUTE frame to travel with (then a RELEASE frame)
+RELEASE_DELAY_S = 0.01
 _FINAL = int(ResponseFlag.FINAL)
 _RESPONSE, _EXECUTE_DONE = int(Kind.RESPONSE), int(Kind.EXECUTE_DONE)
 
@@ -121,6 +123,8 @@ class WorkerProcess:
         self._exited: asyncio.Future[str] | None = None
         self._stopping = False
         self._dead = False
+        self._releases: list[list[int]] = []  # output blocks to give back with the next EXECUTE
+        self._release_timer: asyncio.TimerHandle | None = None
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
@@ -205,6 +209,10 @@ class WorkerProcess:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._release_timer is not None:
+            self._release_timer.cancel()
+            self._release_timer = None
+        self._releases = []
         if self._channel is not None:
             self._channel.close()
         if not self._stopping:
@@ -330,7 +338,9 @@ class WorkerProcess:
                 self.pool.ensure_sent(descriptor[0], self)
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
-        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests])
+        releases, self._releases = self._releases, []
+        # lazy: the batches handed to this worker in one loop iteration go out in one write
+        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests, releases], lazy=True)
         if self.execute_timeout_s > 0 and len(self._batches) == 1:
             self._arm_timer(batch_id)
 
@@ -350,9 +360,23 @@ class WorkerProcess:
             self.kill()
 
     def release(self, blocks: list[list[int]]) -> None:
-        """Give output blocks (``[segment, offset]``) back to the worker."""
-        if blocks and self._channel is not None:
-            self._channel.send([Kind.RELEASE, blocks], lazy=True)
+        """Give output blocks (``[segment, offset]``) back to the worker.
+
+        They travel with the next EXECUTE frame; a RELEASE frame carries them
+        only when no EXECUTE goes out within :data:`RELEASE_DELAY_S` (an idle
+        instance), so a busy instance costs no extra frame or system call.
+        """
+        if not blocks or self._dead:
+            return
+        if not self._releases and self._release_timer is None:
+            self._release_timer = asyncio.get_running_loop().call_later(RELEASE_DELAY_S, self._flush_releases)
+        self._releases.extend(blocks)
+
+    def _flush_releases(self) -> None:
+        self._release_timer = None
+        releases, self._releases = self._releases, []
+        if releases and self._channel is not None and not self._dead:
+            self._channel.send([Kind.RELEASE, releases])
 
     def send_infer_response(self, frame: list[Any]) -> None:
         """Send an INFER_RESPONSE frame (a BLS response) to the worker."""
@@ -375,19 +399,25 @@ class WorkerProcess:
             self._channel.send([Kind.DROP_SEGMENT, segment_id])
 
     # -- frames from the worker -----------------------------------------------
+    def _respond(self, batch_id: int, index: int, flags: int, outputs: Any, error: Any, parameters: Any) -> None:
+        """One response of request ``index`` of batch ``batch_id`` (from a RESPONSE or EXECUTE_DONE frame)."""
+        batch = self._batches.get(batch_id) or self._open.get(batch_id)
+        if batch is None:
+            raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
+        err = TritonError.from_wire(error) if error is not None else None
+        batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
+        if batch_id in self._open and all(p.done for p in batch.payloads):
+            del self._open[batch_id]
+
     def _on_message(self, message: list[Any], fds: list[int]) -> None:
         kind = message[0]
         try:
             if kind == _RESPONSE:
                 _, batch_id, index, flags, outputs, error, parameters = message
-                batch = self._batches.get(batch_id) or self._open.get(batch_id)
-                if batch is None:
-                    raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
-                err = TritonError.from_wire(error) if error is not None else None
-                batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
-                if batch_id in self._open and all(p.done for p in batch.payloads):
-                    del self._open[batch_id]
+                self._respond(batch_id, index, flags, outputs, error, parameters)
             elif kind == _EXECUTE_DONE:
+                for index, flags, outputs, error, parameters in message[3]:
+                    self._respond(message[1], index, flags, outputs, error, parameters)
                 timer = self._timers.pop(message[1], None)
                 if timer is not None:
                     timer.cancel()

@@ -17,10 +17,15 @@ INIT_MODEL         ->    call id, model-init settings (dict)
 INIT_INSTANCE      ->    call id, instance settings (dict)
 SHUTDOWN           ->    call id
 REPLY              <-    call id, error (``[code, message]`` or None), result
-EXECUTE            ->    batch id, list of requests (dict each)
-RESPONSE           <-    batch id, request index, flags, outputs, error, parameters
-EXECUTE_DONE       <-    batch id, timings in ns ``[input, infer, output]``, error
-RELEASE            ->    list of ``[segment, offset]`` output blocks the core is done with
+EXECUTE            ->    batch id, list of requests (dict each), list of ``[segment, offset]``
+                         output blocks the core is done with (given back with the next batch)
+RESPONSE           <-    batch id, request index, flags, outputs, error, parameters (a response
+                         sent while or after the batch executes: decoupled models)
+EXECUTE_DONE       <-    batch id, timings in ns ``[input, infer, output]``, the responses sent
+                         during the execute, each ``[index, flags, outputs, error, parameters]``
+                         (one frame per batch)
+RELEASE            ->    list of ``[segment, offset]`` output blocks the core is done with, when
+                         no EXECUTE frame took them within 10 ms (an idle instance)
 SEGMENT            <>    segment id, size in bytes (one fd attached)
 DROP_SEGMENT       <>    segment id
 PING / PONG        <>    nonce
@@ -59,7 +64,7 @@ __all__ = [
     "FrameDecoder",
 ]
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8

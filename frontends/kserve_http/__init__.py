@@ -2,7 +2,8 @@
 
 Enabled as ``[frontends.http]`` in ``plugins.toml``; serves on
 ``--http-address``/``--http-port`` in the core process. See :mod:`.app`
-(application and start/stop), :mod:`.routes` (one handler per endpoint) and
+(dispatch and start/stop), :mod:`.connection` (HTTP/1.1 on ``httptools``),
+:mod:`.router` (the URL table), :mod:`.routes` (one handler per endpoint) and
 :mod:`.codec` (JSON and binary tensor data, with :mod:`._rapidjson` for the
 JSON text as Triton reads and writes it).
 """
@@ -12,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...core.hookspecs import hookimpl
-from .app import HTTPFrontend, create_app, frontend_from_options
+from .app import HTTPFrontend, create_router, frontend_from_options
 
-__all__ = ["HTTPFrontend", "create_app", "tritium_frontend"]
+__all__ = ["HTTPFrontend", "create_router", "tritium_frontend"]
 
 
 @hookimpl

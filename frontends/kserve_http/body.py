@@ -1,21 +1,18 @@
-"""Reading HTTP request bodies within ``--max-request-bytes``, refusing larger ones early.
+"""Request bodies within ``--max-request-bytes``, and the status of an endpoint error.
 
 A body whose declared ``Content-Length`` is over the limit is refused from its
 headers, before a byte of it is read; a chunked body is read only up to the
-limit. Either way the answer is ``413 Payload Too Large`` with
-``{"error": "request body ... exceeds the maximum request size of N bytes"}``.
-Runs on the core's event loop, in the HTTP handlers.
+limit (see :mod:`.connection`). Either way the answer is ``413 Payload Too
+Large`` with ``{"error": "request body ... exceeds the maximum request size of
+N bytes"}``. A compressed body is held to the same limit once decompressed.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
-
 from ...core.errors import Code, TritonError
 from ..base import http_status
-from .app import MAX_REQUEST_BYTES
 
-__all__ = ["BodyTooLarge", "read_body", "error_status"]
+__all__ = ["BodyTooLarge", "body_too_large", "error_status"]
 
 
 class BodyTooLarge(TritonError):
@@ -27,23 +24,13 @@ class BodyTooLarge(TritonError):
         super().__init__(Code.INVALID_ARG, message)
 
 
+def body_too_large(size: int | None, limit: int) -> BodyTooLarge:
+    """The error for a body of ``size`` bytes (None: a chunked body that passed the limit)."""
+    if size is None:
+        return BodyTooLarge(f"request body exceeds the maximum request size of {limit} bytes")
+    return BodyTooLarge(f"request body of {size} bytes exceeds the maximum request size of {limit} bytes")
+
+
 def error_status(exc: TritonError) -> int:
     """The HTTP status of ``exc``: 413 for :class:`BodyTooLarge`, else Triton's mapping."""
     return int(getattr(exc, "http_status", 0)) or http_status(exc.code)
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The whole body, at most ``MAX_REQUEST_BYTES`` of it.
-
-    :raises BodyTooLarge: when the body is (or declares to be) over the limit.
-    """
-    limit = request.app[MAX_REQUEST_BYTES]
-    size = request.content_length
-    if size is not None:
-        if size > limit:
-            raise BodyTooLarge(f"request body of {size} bytes exceeds the maximum request size of {limit} bytes")
-        return await request.content.readexactly(size) if size else b""
-    try:
-        return await request.read()  # chunked: aiohttp enforces client_max_size (= limit)
-    except web.HTTPRequestEntityTooLarge:
-        raise BodyTooLarge(f"request body exceeds the maximum request size of {limit} bytes") from None

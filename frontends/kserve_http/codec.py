@@ -35,6 +35,7 @@ from ...core.response import InferenceResponse
 from ...core.tensor import deserialize_bytes, serialize_bytes
 from ...core.types import by_config_name, by_name
 from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
+from .plain import plain_request
 
 __all__ = [
     "OutputPlan",
@@ -337,6 +338,7 @@ def _inputs(
         seen.add(name)
         data: bytes | memoryview | None
         ref: ShmRef | CudaRef | None = None
+        at = -1
         if has_binary:
             size = params["binary_data_size"]
             if not _is_uint(size):
@@ -348,6 +350,7 @@ def _inputs(
                     f"for model '{model_name}'"
                 )
             data = body[offset : offset + size]
+            at = offset
             offset += size
         else:
             ref = _shared_memory(params, regions)
@@ -361,7 +364,7 @@ def _inputs(
                 if type(values) is not list:
                     raise _internal(f"Unable to parse 'data': {_NOT_ARRAY}")
                 data = _json_tensor(name, datatype, values, count)
-        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref))
+        inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref, at))
     if offset != end:
         raise _invalid(f"unexpected additional input data for model '{model_name}'")
     return inputs
@@ -411,7 +414,8 @@ def parse_infer_request(
 ) -> tuple[InferenceRequest, OutputPlan]:
     """Parse an inference request body: the JSON header, then the binary data it sizes.
 
-    :param body: the whole (decompressed) body.
+    :param body: the whole (decompressed) body; binary inputs are slices of it, with
+        their :attr:`~tritium.core.request.InferInput.buffer_offset` set.
     :param header_length: bytes of JSON header at its start (> 0).
     :param regions: resolves tensors given in registered shared-memory regions
         (None: no region exists).
@@ -419,6 +423,10 @@ def parse_infer_request(
         parse ..." messages), INVALID_ARG for inconsistent sizes, NOT_FOUND for
         an unknown shared-memory region.
     """
+    plain = plain_request(body[:header_length], body, header_length, model_name, model_version)
+    if plain is not None:  # the layout most clients send, checked while it was decoded
+        request, binary, binary_output = plain
+        return request, OutputPlan(binary_output, binary)
     doc = loads(body[:header_length])
     root: Mapping[str, Any] = doc if isinstance(doc, dict) else {}
     request_id = ""
@@ -489,7 +497,7 @@ def raw_infer_request(
                 f"{prefix}input byte size mismatch for input 'raw_input' for model '{model_name}'. "
                 f"Expected {expected}, got {len(body)}"
             )
-    raw = InferInput(spec["name"], dtype.name, shape, data)
+    raw = InferInput(spec["name"], dtype.name, shape, data, buffer_offset=-1 if dtype.is_bytes else 0)
     return InferenceRequest(model_name, model_version, "", [raw]), OutputPlan(default_binary=True)
 
 
@@ -537,6 +545,28 @@ def _json_data(name: str, datatype: str, shape: list[int], data: memoryview | by
     return fix_floats(text) if datatype in ("FP32", "FP64") else text
 
 
+_TEXT_JSON: dict[str, str] = {}  # names as JSON strings (model and output names: a small, fixed set)
+_MODEL_JSON: dict[tuple[str, str], str] = {}
+
+
+def _json_text(text: str) -> str:
+    cached = _TEXT_JSON.get(text)
+    if cached is None:
+        if len(_TEXT_JSON) > 4096:
+            _TEXT_JSON.clear()
+        cached = _TEXT_JSON[text] = encode(text)
+    return cached
+
+
+def _model_json(name: str, version: str) -> str:
+    cached = _MODEL_JSON.get((name, version))
+    if cached is None:
+        if len(_MODEL_JSON) > 4096:
+            _MODEL_JSON.clear()
+        cached = _MODEL_JSON[(name, version)] = f'"model_name":{encode(name)},"model_version":{encode(version)}'
+    return cached
+
+
 def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rendered:
     """Render ``response`` (``FinalizeResponse``); binary outputs are referenced, not copied.
 
@@ -546,26 +576,26 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rend
     :raises TritonError: INVALID_ARG for an FP16/BF16 output asked as JSON,
         INTERNAL for an output whose bytes do not match its shape.
     """
-    head = [f'{{"id":{encode(response.id)},' if response.id else "{"]
-    head.append(f'"model_name":{encode(response.model_name)},')
-    head.append(f'"model_version":{encode(response.model_version)}')
+    head = [f'{{"id":{encode(response.id)},' if response.id else "{", _model_json(response.model_name, response.model_version)]
     if response.parameters:
         parameters = dumps(response.parameters).decode("utf-8", "surrogateescape")
         head.append(f',"parameters":{parameters}')
     head.append(',"outputs":[')
     buffers: list[memoryview | bytes] = []
-    for i, out in enumerate(response.outputs):
-        shape = ",".join(str(int(d)) for d in out.shape)
-        head.append("," if i else "")
-        head.append(f'{{"name":{encode(out.name)},"datatype":"{out.datatype}","shape":[{shape}]')
+    binary, default_binary = plan.binary, plan.default_binary
+    first = True
+    for out in response.outputs:
+        name, data = out.name, out.data
+        start = f'{"" if first else ","}{{"name":{_json_text(name)},"datatype":"{out.datatype}","shape":[{",".join(map(str, map(int, out.shape)))}]'
+        first = False
         if out.shared_memory_region is not None:  # written into the client's region: nothing to send
-            head.append("}")
-        elif plan.is_binary(out.name):
-            nbytes = memoryview(out.data).nbytes
-            head.append(f',"parameters":{{"binary_data_size":{nbytes}}}}}')
+            head.append(start + "}")
+        elif binary.get(name, default_binary):
+            nbytes = data.nbytes if type(data) is memoryview else len(data)
+            head.append(f'{start},"parameters":{{"binary_data_size":{nbytes}}}}}')
             if nbytes:
-                buffers.append(out.data)
+                buffers.append(data)
         else:
-            head.append(f',"data":{_json_data(out.name, out.datatype, out.shape, out.data)}}}')
+            head.append(f'{start},"data":{_json_data(name, out.datatype, out.shape, data)}}}')
     head.append("]}")
     return Rendered(to_bytes("".join(head)), buffers)

@@ -18,12 +18,11 @@ import binascii
 import json
 from typing import Any
 
-from aiohttp import hdrs, web
-
 from ...core.errors import Code, TritonError
 from . import codec
-from .app import SERVER
-from .body import error_status, read_body
+from .context import EndpointContext, error_response
+from .connection import HttpRequest, HttpResponse
+from .router import Router
 
 __all__ = ["add_repository_routes", "REPOSITORY_PREFIX"]
 
@@ -31,26 +30,20 @@ REPOSITORY_PREFIX = "/v2/repository"
 _FILE = "file:"
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=codec.dumps(body), status=status, content_type="application/json")
+def _json(body: Any) -> HttpResponse:
+    return HttpResponse(200, codec.dumps(body))
 
 
-def _error(exc: TritonError) -> web.Response:
-    return _json({"error": exc.message}, error_status(exc))
+def _body(request: HttpRequest) -> dict[str, Any]:
+    """The JSON body ({} when empty or not an object; the connection enforced the size limit).
 
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    """The JSON body ({} when empty or not an object), read within the size limit.
-
-    :raises BodyTooLarge: for a body over the limit (413, refused before reading
-        it when its length is declared).
     :raises TritonError: INTERNAL for a body that is not JSON (Triton's status).
     """
-    raw = await read_body(request)
+    raw = request.body
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
+        data = json.loads(bytes(raw))
     except ValueError as exc:
         raise TritonError(Code.INTERNAL, f"failed to parse the request JSON buffer: {exc}") from None
     return data if isinstance(data, dict) else {}  # Triton: JSON that is not an object has no members
@@ -61,22 +54,22 @@ def _parameters(body: dict[str, Any]) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-async def repository_index(request: web.Request) -> web.Response:
+def repository_index(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``POST /v2/repository/index``: ``[{"name", "version", "state", "reason"}, ...]``."""
     try:
-        body = await _body(request)
+        body = _body(request)
         ready = body.get("ready", False)
         if not isinstance(ready, bool):
             raise TritonError(Code.INTERNAL, "attempt to access JSON non-boolean as boolean")
-        return _json(request.app[SERVER].repository_index(ready))
+        return _json(ctx.server.repository_index(ready))
     except TritonError as exc:
-        return _error(exc)
+        return error_response(exc)
 
 
-async def model_load(request: web.Request) -> web.Response:
+async def model_load(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``POST /v2/repository/models/{m}/load``: load or reload; 200 with an empty body when READY."""
     try:
-        params = _parameters(await _body(request))
+        params = _parameters(_body(request))
         config: str | None = None
         files: dict[str, bytes] = {}
         for key, value in params.items():
@@ -93,30 +86,25 @@ async def model_load(request: web.Request) -> web.Response:
                     raise TritonError(Code.INVALID_ARG, f"failed to decode the base64 contents of '{key}'") from None
             else:
                 raise TritonError(Code.INTERNAL, "unexpected error on creating Triton parameter")
-        await request.app[SERVER].load_model(request.match_info["model"], config, files or None)
+        await ctx.server.load_model(request.params["model"], config, files or None)
     except TritonError as exc:
-        return _error(exc)
-    return web.Response(status=200, content_type="application/json")
+        return error_response(exc)
+    return HttpResponse(200, b"")
 
 
-async def model_unload(request: web.Request) -> web.Response:
+async def model_unload(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``POST /v2/repository/models/{m}/unload``: 200 with an empty body."""
     try:
-        params = _parameters(await _body(request))
+        params = _parameters(_body(request))
         dependents = params.get("unload_dependents", False) is True  # Triton ignores other values
-        await request.app[SERVER].unload_model(request.match_info["model"], dependents)
+        await ctx.server.unload_model(request.params["model"], dependents)
     except TritonError as exc:
-        return _error(exc)
-    return web.Response(status=200, content_type="application/json")
+        return error_response(exc)
+    return HttpResponse(200, b"")
 
 
-def add_repository_routes(app: web.Application, method_not_allowed: Any) -> None:
-    """Register the repository extension's URLs on ``app`` (before the catch-all routes)."""
-    for path, handler in (
-        (REPOSITORY_PREFIX + "/index", repository_index),
-        (REPOSITORY_PREFIX + "/models/{model:[^/]+}/load", model_load),
-        (REPOSITORY_PREFIX + "/models/{model:[^/]+}/unload", model_unload),
-    ):
-        resource = app.router.add_resource(path)
-        resource.add_route(hdrs.METH_POST, handler)
-        resource.add_route(hdrs.METH_ANY, method_not_allowed)
+def add_repository_routes(router: Router) -> None:
+    """Register the repository extension's URLs (POST only; other methods are 405)."""
+    router.add(REPOSITORY_PREFIX + "/index", "POST", repository_index)
+    router.add(REPOSITORY_PREFIX + "/models/{model}/load", "POST", model_load)
+    router.add(REPOSITORY_PREFIX + "/models/{model}/unload", "POST", model_unload)

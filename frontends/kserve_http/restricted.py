@@ -7,18 +7,17 @@ restricts the model repository and statistics endpoints: a request without
 (the same for a wrong value). The groups and the URLs in each are Triton's
 (``health``, ``metadata``, ``inference``, ``shared-memory``,
 ``model-config``, ``model-repository``, ``statistics``, ``trace``,
-``logging``). An aiohttp middleware, so that it covers routes added by any
-module; runs on the core's event loop before the handler (the body is not read).
+``logging``). Checked by the endpoint's dispatcher before any handler runs,
+so it covers routes added by any module; runs on the core's event loop.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Awaitable, Callable
 
-from aiohttp import web
+from .connection import HttpRequest, HttpResponse
 
-__all__ = ["api_group", "restricted_middleware"]
+__all__ = ["api_group", "restriction_error"]
 
 _GROUPS = (
     (re.compile(r"^/v2/repository(/|$)"), "model-repository"),
@@ -34,7 +33,6 @@ _GROUPS = (
     (re.compile(r"^/v2/?$"), "metadata"),
 )
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def api_group(path: str) -> str | None:
@@ -45,18 +43,17 @@ def api_group(path: str) -> str | None:
     return None
 
 
-def restricted_middleware(restrictions: dict[str, tuple[str, str]]):  # type: ignore[no-untyped-def]
-    """The middleware enforcing ``restrictions`` (group -> (header name, value))."""
+def restriction_error(restrictions: dict[str, tuple[str, str]], request: HttpRequest) -> HttpResponse | None:
+    """403 when ``request``'s API group is restricted and it lacks the header (None: allowed).
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        group = api_group(request.path)
-        rule = restrictions.get(group) if group is not None else None
-        if rule is not None:
-            header, value = rule
-            if request.headers.get(header) != value:
-                body = '{"error":"This API is restricted, expecting header \'%s\'"}' % header
-                return web.Response(status=403, text=body, content_type="text/plain")
-        return await handler(request)
-
-    return middleware
+    :param restrictions: group -> (header name, value).
+    """
+    group = api_group(request.path)
+    rule = restrictions.get(group) if group is not None else None
+    if rule is None:
+        return None
+    header, value = rule
+    if request.headers.get(header.lower()) == value:
+        return None
+    body = '{"error":"This API is restricted, expecting header \'%s\'"}' % header
+    return HttpResponse(403, body.encode(), content_type="text/plain; charset=utf-8")

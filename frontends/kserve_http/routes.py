@@ -1,14 +1,13 @@
-"""One thin aiohttp handler per KServe v2 / Triton endpoint, and the URL table.
+"""One thin handler per KServe v2 / Triton endpoint, and the URL table.
 
 Handlers run on the core's event loop. Each translates the HTTP request into
 one call of the in-process API (:class:`~tritium.core.server.InferenceServer`)
 and the result, or the :class:`~tritium.core.errors.TritonError` it raised,
 into Triton's answer: JSON bodies (``{"error": "..."}`` for errors, status by
 :func:`~tritium.frontends.base.http_status`), empty bodies for the health
-and readiness endpoints, 404 ``{"error":"Not Found"}`` for an unknown URL and
-405 ``{"error":"Method Not Allowed"}`` for a known URL with the wrong method.
-The URLs are Triton's: model names are ``[^/]+``, versions ``[0-9]+``, no
-trailing slashes.
+and readiness endpoints; unknown URLs and wrong methods are the router's
+(:mod:`.router`). Handlers that answer at once are plain functions; the
+ones that wait (inference, model loading) are coroutines.
 """
 
 from __future__ import annotations
@@ -16,45 +15,36 @@ from __future__ import annotations
 import logging
 import re
 import zlib
-from typing import Awaitable, Callable
-
-from aiohttp import hdrs, web
+from typing import Any
 
 from ...core.errors import Code, TritonError
+from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
 from . import codec
-from .app import INFLIGHT, MAX_REQUEST_BYTES, SERVER
-from .body import BodyTooLarge, error_status, read_body
+from .context import EndpointContext, error_response
+from .body import BodyTooLarge
+from .connection import HttpRequest, HttpResponse
 from .repository import add_repository_routes
+from .router import Router
 from .shared_memory import add_shared_memory_routes
 
 log = logging.getLogger("tritium.http")
 
 __all__ = ["add_routes"]
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 _JSON = "application/json"
 _EMPTY_TYPE = "text/plain"  # what Triton sends with its empty health/readiness bodies
+_OK_EMPTY = HttpResponse(200, b"", _EMPTY_TYPE)
+_BAD_EMPTY = HttpResponse(400, b"", _EMPTY_TYPE)
 
 
-def _json(body: bytes, status: int = 200) -> web.Response:
-    return web.Response(body=body, status=status, content_type=_JSON)
+def _json(body: bytes, status: int = 200) -> HttpResponse:
+    return HttpResponse(status, body, _JSON)
 
 
-def _error(exc: TritonError, headers: dict[str, str] | None = None) -> web.Response:
-    body = codec.dumps({"error": exc.message})
-    status = error_status(exc)
-    return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
-
-
-def _empty(ok: bool) -> web.Response:
-    return web.Response(status=200 if ok else 400, content_type=_EMPTY_TYPE)
-
-
-def _version(request: web.Request) -> str:
+def _version(request: HttpRequest) -> str:
     """The URL's model version ("": the version policy chooses), read as Triton does (``stol``)."""
-    text = request.match_info.get("version", "")
+    text = request.params.get("version", "")
     if not text:
         return ""
     number = int(text)
@@ -70,60 +60,59 @@ def _version(request: web.Request) -> str:
 # -- server ------------------------------------------------------------------------------------
 
 
-async def server_metadata(request: web.Request) -> web.Response:
+def server_metadata(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2``: server name, version and extensions."""
-    return _json(codec.dumps(request.app[SERVER].metadata()))
+    return _json(codec.dumps(ctx.server.metadata()))
 
 
-async def health_live(request: web.Request) -> web.Response:
+def health_live(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/health/live``: 200 when live, else 400; empty body."""
-    return _empty(request.app[SERVER].live)
+    return _OK_EMPTY if ctx.server.live else _BAD_EMPTY
 
 
-async def health_ready(request: web.Request) -> web.Response:
+def health_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/health/ready``: 200 when ready, else 400; empty body."""
-    return _empty(request.app[SERVER].ready)
+    return _OK_EMPTY if ctx.server.ready else _BAD_EMPTY
 
 
 # -- models ------------------------------------------------------------------------------------
 
 
-async def model_metadata(request: web.Request) -> web.Response:
+def model_metadata(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/models/{m}[/versions/{v}]``: inputs, outputs, versions, platform."""
     try:
-        metadata = request.app[SERVER].model_metadata(request.match_info["model"], _version(request))
+        metadata = ctx.server.model_metadata(request.params["model"], _version(request))
     except TritonError as exc:
-        return _error(exc)
+        return error_response(exc)
     return _json(codec.dumps(metadata))
 
 
-async def model_ready(request: web.Request) -> web.Response:
+def model_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/models/{m}[/versions/{v}]/ready``: 200, or 400 "Model version not ready"."""
     try:
         version = _version(request)
     except TritonError as exc:
-        return _error(exc)
-    if request.app[SERVER].model_ready(request.match_info["model"], version):
-        return _empty(True)
-    return _error(TritonError(Code.INVALID_ARG, "Model version not ready"))
+        return error_response(exc)
+    if ctx.server.model_ready(request.params["model"], version):
+        return _OK_EMPTY
+    return error_response(TritonError(Code.INVALID_ARG, "Model version not ready"))
 
 
-async def model_config(request: web.Request) -> web.Response:
+def model_config(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/models/{m}[/versions/{v}]/config``: the model configuration as JSON."""
     try:
-        config = request.app[SERVER].model_config(request.match_info["model"], _version(request))
+        config = ctx.server.model_config(request.params["model"], _version(request))
     except TritonError as exc:
-        return _error(exc)
+        return error_response(exc)
     return _json(codec.dumps(config))
 
 
-async def model_stats(request: web.Request) -> web.Response:
+def model_stats(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/models[/{m}[/versions/{v}]]/stats``: the statistics extension."""
     try:
-        name = request.match_info.get("model", "")
-        stats = request.app[SERVER].statistics(name, _version(request))
+        stats = ctx.server.statistics(request.params.get("model", ""), _version(request))
     except TritonError as exc:
-        return _error(exc)
+        return error_response(exc)
     return _json(codec.dumps(stats))
 
 
@@ -177,171 +166,142 @@ def _accepted_encoding(header: str | None) -> str | None:
     return None if chosen == "identity" else chosen
 
 
-async def infer(request: web.Request) -> web.StreamResponse:
-    """``POST /v2/models/{m}[/versions/{v}]/infer``: one inference, JSON and/or binary tensors."""
-    inflight = request.app[INFLIGHT]
-    inflight.enter()
+def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
+    """``POST /v2/models/{m}[/versions/{v}]/infer``: one inference, JSON and/or binary tensors.
+
+    Answers from the model's completion callback (``request.respond``), with no task
+    or coroutine per request; errors found before the model runs are answered at once.
+    """
     try:
-        return await _infer(request)
+        parsed = _parse(ctx, request)
     except TritonError as exc:
-        return _error(exc)
+        return error_response(exc)
     except Exception as exc:  # a bug must not take the connection down without an answer
         log.exception("HTTP inference request failed")
-        return _error(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-    finally:
+        return error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
+    if isinstance(parsed, HttpResponse):
+        return parsed
+    ireq, plan, model = parsed
+    respond = request.respond
+    inflight = ctx.inflight
+
+    def done(response: InferenceResponse | None, error: BaseException | None) -> None:
         inflight.leave()
+        if response is None:
+            if not isinstance(error, TritonError):
+                log.error("HTTP inference request failed: %r", error)
+                error = TritonError(Code.INTERNAL, f"internal error: {error!r}")
+            respond(error_response(error))
+            return
+        try:
+            answer = _render(request, response, plan)
+        except TritonError as exc:
+            response.release()
+            answer = error_response(exc)
+        except Exception as exc:
+            response.release()
+            log.exception("rendering an HTTP inference response failed")
+            answer = error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
+        respond(answer)
+
+    inflight.enter()
+    try:
+        ctx.server.submit(ireq, done, model)
+    except TritonError as exc:
+        inflight.leave()
+        return error_response(exc)
+    return None
 
 
-async def _infer(request: web.Request) -> web.StreamResponse:
-    server = request.app[SERVER]
-    name = request.match_info["model"]
+def _parse(ctx: EndpointContext, request: HttpRequest) -> tuple[InferenceRequest, codec.OutputPlan, Any] | HttpResponse:
+    """The request, its output plan and its model; or the answer to a body that cannot be read."""
+    server = ctx.server
+    name = request.params["model"]
     version = _version(request)
     model = server.model(name, version)
     if model.decoupled:
         message = "HTTP end point doesn't support models with decoupled transaction policy"
         raise TritonError(Code.UNSUPPORTED, message)
-    encoding = request.headers.get(hdrs.CONTENT_ENCODING)
+    headers = request.headers
+    encoding = headers.get("content-encoding")
+    body = request.body
     if encoding in (None, "", "identity"):
         encoding = None
     elif encoding not in ("gzip", "deflate"):
         unsupported = TritonError(Code.UNSUPPORTED, "Unsupported compression type")
-        return _error(unsupported, {"Accept-Encoding": "gzip, deflate"})
-    body = await read_body(request)
-    if encoding is not None:
-        body = _decompress(body, encoding, request.app[MAX_REQUEST_BYTES])
+        return error_response(unsupported, {"Accept-Encoding": "gzip, deflate"})
+    else:
+        body = _decompress(body, encoding, ctx.max_request_bytes)
     view = memoryview(body)
-    length = codec.header_length(request.headers.get("Inference-Header-Content-Length"), len(view))
+    length = codec.header_length(headers.get("inference-header-content-length"), len(view))
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
     else:
         ireq, plan = codec.parse_infer_request(view, length, name, version, server.shared_memory.resolve)
-    response = await server.infer(ireq)
-    streaming = False
-    try:
-        rendered = codec.render_infer_response(response, plan)
-        compression = _accepted_encoding(request.headers.get(hdrs.ACCEPT_ENCODING))
-        headers = {hdrs.CONTENT_TYPE: "application/octet-stream" if rendered.buffers else _JSON}
-        if rendered.buffers:
-            headers["Inference-Header-Content-Length"] = str(len(rendered.header))
-        if compression is not None:
-            headers[hdrs.CONTENT_ENCODING] = compression
-            body = _compress([rendered.header, *rendered.buffers], compression)
-            return web.Response(body=body, headers=headers)
-        if not rendered.buffers:
-            return web.Response(body=rendered.header, headers=headers)
-        if rendered.size <= _COPY_BELOW:  # small: one copy, one write (and one system call)
-            return web.Response(body=b"".join([rendered.header, *rendered.buffers]), headers=headers)
-        streaming = True
-        return await _send_binary(request, rendered, headers, response)
-    finally:
-        if not streaming:
-            response.release()
+    if encoding is None:
+        ireq.buffer = request.body_block  # binary inputs already lie in the arena
+    return ireq, plan, model
 
 
-#: binary responses up to this many bytes are copied into one body; larger ones are written
-#: straight from shared memory (fewer system calls matter more than a copy for small ones)
-_COPY_BELOW = 64 * 1024
-
-
-class _BinaryResponse(web.StreamResponse):
-    """A streamed response whose status line and headers go out with the first body write.
-
-    (``web.Response`` does the same; a plain ``StreamResponse`` sends its
-    headers on their own, costing one more system call and client wake-up.)
-    """
-
-    _send_headers_immediately = False
-
-
-async def _send_binary(
-    request: web.Request,
-    rendered: codec.Rendered,
-    headers: dict[str, str],
-    response: InferenceResponse,
-) -> web.StreamResponse:
-    """Write the JSON header, then each output buffer straight from shared memory; release after.
-
-    The transport may keep a reference to a buffer it could not send at once
-    (uvloop does), so the response is released only when the transport's
-    write buffer is empty: while the buffers are written the connection's
-    high-water mark is 0, which makes ``drain()`` wait for exactly that.
-    """
-    stream = _BinaryResponse(headers=headers)
-    stream.content_length = rendered.size
-    transport = request.transport
-    try:
-        if transport is not None:
-            transport.set_write_buffer_limits(high=0)
-        await stream.prepare(request)
-        await stream.write(rendered.header)
-        for buffer in rendered.buffers:
-            await stream.write(buffer)
-        await stream.write_eof()
-        await request.writer.drain()
-    except ConnectionError:
-        log.debug("client went away while an inference response was sent")
-    finally:
+def _render(request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan) -> HttpResponse:
+    """The answer to an inference; binary outputs are written straight from shared memory."""
+    rendered = codec.render_infer_response(response, plan)
+    compression = _accepted_encoding(request.headers.get("accept-encoding"))
+    headers: dict[str, str] | None = None
+    if rendered.buffers:
+        content_type = "application/octet-stream"
+        headers = {"Inference-Header-Content-Length": str(len(rendered.header))}
+    else:
+        content_type = _JSON
+    if compression is not None:
+        headers = headers or {}
+        headers["Content-Encoding"] = compression
+        body = _compress([rendered.header, *rendered.buffers], compression)
         response.release()
-        if transport is not None and not transport.is_closing():
-            transport.set_write_buffer_limits()
-    return stream
-
-
-# -- errors for URLs and methods ------------------------------------------------------------------
-
-
-async def not_found(request: web.Request) -> web.Response:
-    """Any URL that is not an endpoint: 404 ``{"error":"Not Found"}``."""
-    del request
-    return _json(b'{"error":"Not Found"}', 404)
-
-
-async def method_not_allowed(request: web.Request) -> web.Response:
-    """A known URL with the wrong method: 405 ``{"error":"Method Not Allowed"}``."""
-    del request
-    return _json(b'{"error":"Method Not Allowed"}', 405)
+        return HttpResponse(200, body, content_type, headers)
+    if not rendered.buffers:
+        response.release()
+        return HttpResponse(200, rendered.header, content_type, headers)
+    # the connection releases the outputs' shared memory once the bytes are on the wire
+    return HttpResponse(200, [rendered.header, *rendered.buffers], content_type, headers, response.release)
 
 
 # Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
 _NOT_YET = (
-    ("/v2/models/{model:[^/]+}/trace/setting", "trace"),
+    ("/v2/models/{model}/trace/setting", "trace"),
+    ("/v2/models/{model}/versions/{version}/trace/setting", "trace"),
     ("/v2/trace/setting", "trace"),
     ("/v2/logging", "logging"),
 )
+_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
 
-def _not_yet(extension: str) -> Handler:
-    async def handler(request: web.Request) -> web.Response:
-        del request
-        return _error(TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet"))
+def _not_yet(extension: str):  # type: ignore[no-untyped-def]
+    def handler(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+        return error_response(TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet"))
 
     return handler
 
 
-_MODEL = "/v2/models/{model:[^/]+}"
-_VERSION = _MODEL + "/versions/{version:[0-9]+}"
+_MODEL = "/v2/models/{model}"
+_VERSION = _MODEL + "/versions/{version}"
 
 
-def add_routes(app: web.Application) -> None:
-    """Register every endpoint on ``app`` (infer first: it is the hot path)."""
-
-    def add(path: str, method: str, handler: Handler) -> None:
-        resource = app.router.add_resource(path)
-        resource.add_route(method, handler)
-        resource.add_route(hdrs.METH_ANY, method_not_allowed)
-
-    add("/v2/models/stats", hdrs.METH_GET, model_stats)
+def add_routes(router: Router) -> None:
+    """Register every endpoint on ``router`` (infer first: it is the hot path)."""
     for base in (_MODEL, _VERSION):
-        add(base + "/infer", hdrs.METH_POST, infer)
-        add(base, hdrs.METH_GET, model_metadata)
-        add(base + "/ready", hdrs.METH_GET, model_ready)
-        add(base + "/config", hdrs.METH_GET, model_config)
-        add(base + "/stats", hdrs.METH_GET, model_stats)
-    add("/v2", hdrs.METH_GET, server_metadata)
-    add("/v2/health/live", hdrs.METH_GET, health_live)
-    add("/v2/health/ready", hdrs.METH_GET, health_ready)
-    add_repository_routes(app, method_not_allowed)
-    add_shared_memory_routes(add)
+        router.add(base + "/infer", "POST", infer, arena_body=True)
+    router.add("/v2/models/stats", "GET", model_stats)
+    for base in (_MODEL, _VERSION):
+        router.add(base, "GET", model_metadata)
+        router.add(base + "/ready", "GET", model_ready)
+        router.add(base + "/config", "GET", model_config)
+        router.add(base + "/stats", "GET", model_stats)
+    router.add("/v2", "GET", server_metadata)
+    router.add("/v2/health/live", "GET", health_live)
+    router.add("/v2/health/ready", "GET", health_ready)
+    add_repository_routes(router)
+    add_shared_memory_routes(router)
     for path, extension in _NOT_YET:
-        app.router.add_route(hdrs.METH_ANY, path, _not_yet(extension))
-    app.router.add_route(hdrs.METH_ANY, "/{tail:.*}", not_found)
+        for method in _METHODS:
+            router.add(path, method, _not_yet(extension))

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Awaitable, Callable, Mapping
-
-from aiohttp import hdrs, web
+from typing import Any, Mapping
 
 from ...core.errors import Code, TritonError
 from . import codec
-from .app import SERVER
-from .body import error_status, read_body
+from .context import EndpointContext, error_response
+from .connection import HttpRequest, HttpResponse
+from .router import Router
 
 __all__ = ["add_shared_memory_routes"]
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _NOT_STRING = "attempt to access JSON non-string as string"
 _NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
@@ -33,18 +30,14 @@ _NOT_INT = "attempt to access JSON non-signed-integer as signed-integer"
 _UINT64_MAX = (1 << 64) - 1
 
 
-def _answer(body: Any = None, error: TritonError | None = None) -> web.Response:
+def _answer(body: Any = None, error: TritonError | None = None) -> HttpResponse:
     if error is not None:
-        return web.Response(
-            body=codec.dumps({"error": error.message}), status=error_status(error), content_type="application/json"
-        )
-    if body is None:
-        return web.Response(status=200, content_type="application/json")
-    return web.Response(body=codec.dumps(body), status=200, content_type="application/json")
+        return error_response(error)
+    return HttpResponse(200, b"" if body is None else codec.dumps(body))
 
 
-async def _register_body(request: web.Request) -> Mapping[str, Any]:
-    doc = codec.loads(await read_body(request))  # 413 over --max-request-bytes
+def _register_body(request: HttpRequest) -> Mapping[str, Any]:
+    doc = codec.loads(request.body)  # the connection refused bodies over --max-request-bytes
     if not isinstance(doc, dict):
         raise TritonError(Code.INTERNAL, "attempt to access non-object JSON as object")
     return doc
@@ -70,46 +63,46 @@ def _field(doc: Mapping[str, Any], key: str, kind: str, default: Any = None) -> 
 
 
 # -- system shared memory ------------------------------------------------------------------------
-async def system_status(request: web.Request) -> web.Response:
+def system_status(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Every registered region, or the one named: ``[{"name","key","offset","byte_size"}]``."""
     try:
-        return _answer(request.app[SERVER].shared_memory.status(request.match_info.get("name", "")))
+        return _answer(ctx.server.shared_memory.status(request.params.get("name", "")))
     except TritonError as exc:
         return _answer(error=exc)
 
 
-async def system_register(request: web.Request) -> web.Response:
+def system_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Register ``{"key", "offset", "byte_size"}`` as region ``name``."""
     try:
-        doc = await _register_body(request)
+        doc = _register_body(request)
         key = _field(doc, "key", "str")
         offset = _field(doc, "offset", "uint", 0)
         byte_size = _field(doc, "byte_size", "uint")
-        request.app[SERVER].shared_memory.register(request.match_info["name"], key, offset, byte_size)
+        ctx.server.shared_memory.register(request.params["name"], key, offset, byte_size)
     except TritonError as exc:
         return _answer(error=exc)
     return _answer()
 
 
-async def system_unregister(request: web.Request) -> web.Response:
+def system_unregister(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Unregister the region named (or all)."""
-    request.app[SERVER].shared_memory.unregister(request.match_info.get("name", ""))
+    ctx.server.shared_memory.unregister(request.params.get("name", ""))
     return _answer()
 
 
 # -- CUDA shared memory ----------------------------------------------------------------------------
-async def cuda_status(request: web.Request) -> web.Response:
+def cuda_status(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Every registered CUDA region, or the one named: ``[{"name","device_id","byte_size"}]``."""
     try:
-        return _answer(request.app[SERVER].cuda_shared_memory.status(request.match_info.get("name", "")))
+        return _answer(ctx.server.cuda_shared_memory.status(request.params.get("name", "")))
     except TritonError as exc:
         return _answer(error=exc)
 
 
-async def cuda_register(request: web.Request) -> web.Response:
+def cuda_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Register ``{"raw_handle": {"b64": ...}, "device_id", "byte_size"}`` as CUDA region ``name``."""
     try:
-        doc = await _register_body(request)
+        doc = _register_body(request)
         raw = _field(doc, "raw_handle", "any")
         if not isinstance(raw, dict) or "b64" not in raw:
             raise TritonError(Code.INVALID_ARG, "Shared memory register request has no 'b64' field in 'raw_handle'")
@@ -120,28 +113,28 @@ async def cuda_register(request: web.Request) -> web.Response:
             handle = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             raise TritonError(Code.INVALID_ARG, "'raw_handle' is not valid base64") from None
-        request.app[SERVER].cuda_shared_memory.register(request.match_info["name"], handle, device_id, byte_size)
+        ctx.server.cuda_shared_memory.register(request.params["name"], handle, device_id, byte_size)
     except TritonError as exc:
         return _answer(error=exc)
     return _answer()
 
 
-async def cuda_unregister(request: web.Request) -> web.Response:
+def cuda_unregister(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Unregister the CUDA region named (or all)."""
-    request.app[SERVER].cuda_shared_memory.unregister(request.match_info.get("name", ""))
+    ctx.server.cuda_shared_memory.unregister(request.params.get("name", ""))
     return _answer()
 
 
-def add_shared_memory_routes(add: Callable[[str, str, Handler], None]) -> None:
-    """Register the endpoints with ``add(path, method, handler)`` (405 for other methods)."""
+def add_shared_memory_routes(router: Router) -> None:
+    """Register the system and CUDA shared-memory endpoints (405 for other methods)."""
     for kind, status, register, unregister in (
         ("system", system_status, system_register, system_unregister),
         ("cuda", cuda_status, cuda_register, cuda_unregister),
     ):
         base = f"/v2/{kind}sharedmemory"
         region = base + "/region/{name}"
-        add(base + "/status", hdrs.METH_GET, status)
-        add(region + "/status", hdrs.METH_GET, status)
-        add(region + "/register", hdrs.METH_POST, register)
-        add(base + "/unregister", hdrs.METH_POST, unregister)
-        add(region + "/unregister", hdrs.METH_POST, unregister)
+        router.add(base + "/status", "GET", status)
+        router.add(region + "/status", "GET", status)
+        router.add(region + "/register", "POST", register)
+        router.add(base + "/unregister", "POST", unregister)
+        router.add(region + "/unregister", "POST", unregister)

@@ -50,6 +50,8 @@ CASES = {
         "--backend", "onnxruntime", "--enable-gpu", "--endpoint", "grpc", "--endpoint", "metrics",
         "--image-name", "registry.example.com/tritium:gpu",
     ],
+    "python_http_openai": ["--backend", "python", "--endpoint", "http", "--endpoint", "openai"],
+    "pytorch_http": ["--backend", "pytorch", "--endpoint", "http"],
     "third_party_add_sub_and_python": [
         "--backend", "examples/backends/add_sub", "--backend", "python", "--endpoint", "http",
         "--endpoint", "metrics", "--output-dir", "out/add_sub",

@@ -359,10 +359,10 @@ def test_restricted_shared_memory_registers_only_with_the_header(restricted: Ser
     import tritonclient.utils.shared_memory as shm
     from tritonclient.utils import InferenceServerException
 
-    key = f"/tritium_restricted_{os.getpid()}"
+    key = f"/tritium_test_restricted_{os.getpid()}"
     handle = shm.create_shared_memory_region("r", key, 64)
+    http = httpclient.InferenceServerClient(restricted.http_url)
     try:
-        http = httpclient.InferenceServerClient(restricted.http_url)
         with pytest.raises(InferenceServerException, match="This API is restricted, expecting header 'Admin-Key'"):
             http.register_system_shared_memory("r", key, 64)
         http.register_system_shared_memory("r", key, 64, headers={"Admin-Key": "secret"})
@@ -379,4 +379,5 @@ def test_restricted_shared_memory_registers_only_with_the_header(restricted: Ser
         assert [(r.name, r.key, r.byte_size) for r in status.regions.values()] == [("g", key, 64)]
         client.unregister_system_shared_memory(headers=header)
     finally:
+        http.close()  # its kept-alive connection
         shm.destroy_shared_memory_region(handle)

@@ -23,7 +23,7 @@ from tests.support.clients import http_call, module_server
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
-P = f"/tritium_err_{uuid.uuid4().hex[:8]}"
+P = f"/tritium_test_err_{uuid.uuid4().hex[:8]}"
 GOOD_BYTES = struct.pack("<I", 3) + b"abc" + struct.pack("<I", 2) + b"de"
 BAD_BYTES = struct.pack("<I", 3) + b"abc" + struct.pack("<I", 50) + b"de"
 

@@ -77,6 +77,9 @@ class FakeCudaRuntime:
     copies: list[Copy] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
     opened: list[int] = field(default_factory=list)
+    #: live cudaMalloc allocations: pointer -> buffer
+    allocations: dict[int, Any] = field(default_factory=dict)
+    streams: int = 0
     _device: int = 0
     _memory: dict[bytes, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -130,6 +133,37 @@ class FakeCudaRuntime:
         with self._lock:
             self.copies.append(Copy(dst, src, count, kind, self._device))
         ctypes.memmove(dst, src, count)
+        return (FakeCudaError.cudaSuccess,)
+
+    # device memory and streams (what the tensorrt backend calls): "device memory" is host memory here
+    def cudaMalloc(self, nbytes: int) -> tuple[FakeCudaError, int]:
+        if self._error("cudaMalloc"):
+            return (self._error("cudaMalloc"), 0)
+        buffer = (ctypes.c_char * nbytes)()
+        with self._lock:
+            self.allocations[ctypes.addressof(buffer)] = buffer
+        return (FakeCudaError.cudaSuccess, ctypes.addressof(buffer))
+
+    def cudaFree(self, pointer: int) -> tuple[FakeCudaError]:
+        with self._lock:
+            if self.allocations.pop(pointer, None) is None:
+                return (FakeCudaError.cudaErrorInvalidValue,)
+        return (FakeCudaError.cudaSuccess,)
+
+    def cudaMemcpyAsync(self, dst: int, src: int, count: int, kind: int, stream: int) -> tuple[FakeCudaError]:
+        del stream
+        return self.cudaMemcpy(dst, src, count, kind)
+
+    def cudaStreamCreate(self) -> tuple[FakeCudaError, int]:
+        self.streams += 1
+        return (FakeCudaError.cudaSuccess, 1000 + self.streams)
+
+    def cudaStreamSynchronize(self, stream: int) -> tuple[FakeCudaError]:
+        del stream
+        return (self._error("cudaStreamSynchronize"),)
+
+    def cudaStreamDestroy(self, stream: int) -> tuple[FakeCudaError]:
+        del stream
         return (FakeCudaError.cudaSuccess,)
 
     def cudaGetErrorString(self, error: FakeCudaError) -> tuple[FakeCudaError, bytes]:

@@ -21,8 +21,12 @@ def test_allocations_are_aligned_distinct_and_reused_after_free():
     arena.free_block(a)
     arena.free_block(b)
     assert arena.used_bytes == 0
-    c = arena.allocate(1 << 19)
-    assert c.offset == 0  # both freed ranges coalesced back into one
+    again = arena.allocate(10)
+    assert (again.segment, again.offset) == (a.segment, a.offset)  # a small block is reused as it is
+    arena.free_block(again)
+    c = arena.allocate(1 << 20)  # needs the whole segment: the kept blocks go back, coalesced
+    assert (c.segment, c.offset) == (a.segment, 0)
+    assert len(arena.segments) == 1
     arena.close()
 
 

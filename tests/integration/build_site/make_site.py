@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import build  # noqa: E402
 
-PARTS = ["onnxruntime", "python", "identity"]
+PARTS = ["onnxruntime", "python", "identity", "pytorch"]
 
 
 def main() -> None:

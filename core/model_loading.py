@@ -1,0 +1,124 @@
+"""Starting a model version: its instances' names, their workers, and the model once READY.
+
+:func:`load_model` starts the first instance's worker (which runs the backend's
+model initialization, with auto-complete), normalizes the completed config,
+builds the :class:`~.model.Model` and starts the other instances. Runs on the
+core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+from .errors import TritonError
+from .memory.pool import TensorPool
+from .model import Model
+from .model_instance import InstanceOptions, ModelInstance
+from .scheduler.rate_limiter import demand_of_group
+
+__all__ = ["load_model", "instance_names"]
+
+
+def _rate_demands(config: dict[str, Any], limiter: Any) -> dict[str, Any]:
+    """Instance name -> its group's rate-limiter demand (registered with ``limiter``), when the limiter is on."""
+    if limiter is None:
+        return {}
+    out: dict[str, Any] = {}
+    for group in config.get("instance_group", []):
+        one = {**config, "instance_group": [group]}
+        for name, _kind, device in instance_names(one):
+            demand = demand_of_group(group, device)
+            if demand is not None:
+                limiter.register(demand)
+                out[name] = demand
+    return out
+
+
+def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(instance name, kind, device id)`` of every instance the groups of a normalized config ask for.
+
+    Instances of a group are named ``<group name>_<k>``, k counting from 0
+    across the group's GPUs (``count`` instances per GPU), as in Triton.
+    """
+    out: list[tuple[str, str, int]] = []
+    for group in config.get("instance_group", []):
+        count = int(group.get("count", 1))
+        kind = str(group.get("kind", "KIND_CPU"))
+        devices: Sequence[int] = (group.get("gpus") or [0]) if kind == "KIND_GPU" else [0]
+        k = 0
+        for device in devices:
+            for _ in range(count):
+                out.append((f"{group['name']}_{k}", kind, int(device)))
+                k += 1
+    return out
+
+
+async def load_model(
+    name: str,
+    version: int,
+    path: str,
+    config: dict[str, Any],
+    settings: dict[str, Any],
+    auto_complete: bool,
+    normalize: Any,
+    read_labels: Any,
+    pool: TensorPool,
+    options: InstanceOptions,
+) -> Model:
+    """Start the instances of one model version and return it READY.
+
+    The first instance's worker runs the backend's model initialization
+    with auto-complete (when enabled); the completed config is then
+    normalized and validated (``normalize(config) -> config``), and every
+    instance initialized with it.
+
+    :param settings: INIT_MODEL settings (backend, model_path, backend_directory, ...).
+    :raises TritonError: why the model cannot load (every started worker is stopped).
+    """
+    names = instance_names(normalize(config, final=False))
+    first_name, first_kind, first_device = names[0] if names else (f"{name}_0", "KIND_CPU", 0)
+    model: Model | None = None
+    holder: dict[str, Model] = {}
+
+    def on_ready(inst: ModelInstance) -> None:
+        if "m" in holder:
+            holder["m"].instance_ready(inst)
+
+    def on_lost(inst: ModelInstance, how: str) -> None:
+        if "m" in holder:
+            holder["m"].instance_lost(inst, how)
+
+    first = ModelInstance(first_name, first_kind, first_device, settings, pool, options, on_ready, on_lost)
+    started: list[ModelInstance] = [first]
+    try:
+        try:
+            completed = await first.start_model(config, auto_complete)
+        except TritonError:
+            raise
+        final = normalize(completed, final=True)
+        labels = read_labels(final)
+        model = Model(name, version, path, final, pool, labels)
+        holder["m"] = model
+        names = instance_names(final)
+        first.name = names[0][0]
+        first.kind, first.device_id = names[0][1], names[0][2]
+        model.instances.append(first)
+        others = [
+            ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]
+        ]
+        started.extend(others)
+        model.instances.extend(others)
+        demands = _rate_demands(final, options.rate_limiter)
+        for inst in model.instances:
+            inst.rate_demand = demands.get(inst.name)
+        results = await asyncio.gather(
+            first.start_instance(final), *(inst.start(final) for inst in others), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+    except BaseException:
+        await asyncio.gather(*(inst.stop() for inst in started), return_exceptions=True)
+        raise
+    return model

@@ -1,0 +1,589 @@
+"""One HTTP/1.1 connection of the HTTP endpoint: framing, bodies, keep-alive, back-pressure.
+
+A lean protocol on ``httptools`` (llhttp, the parser uvicorn uses) for the
+fixed set of KServe/Triton routes, in place of a web framework: a request
+costs a header parse, a route lookup and one ``write``. Runs on the core's
+event loop, one :class:`HttpConnection` per TCP connection.
+
+Framing (RFC 9112):
+
+- The head (request line and headers) is collected in a fixed buffer and
+  parsed by ``httptools`` once complete; a head over
+  :data:`MAX_HEAD_BYTES` is refused with 431.
+- A ``Content-Length`` body is received straight into its destination
+  (:class:`asyncio.BufferedProtocol`): the kernel copies the bytes of an
+  inference request into the core's shared-memory arena, where the worker
+  reads them, with no copy in between. A declared length over the
+  endpoint's limit is refused with 413 from the headers, before a byte of the
+  body is read, and the connection is closed.
+- A chunked body goes through the parser, is bounded by the same limit
+  (413 once it passes it), and the connection closes after its response.
+- ``Expect: 100-continue`` is answered with ``100 Continue`` before the
+  body is read (or with the 413, without reading it).
+- Keep-alive follows HTTP/1.1 (and ``Connection: keep-alive`` for HTTP/1.0);
+  pipelined requests are answered one after the other, in order: the next
+  request is parsed only once the current response is on the wire (bytes
+  that arrive meanwhile wait in the head buffer; reading pauses when it is
+  full).
+- Back-pressure: the transport's high-water mark is 0, so a response the
+  kernel cannot take at once pauses the connection until it drains; only
+  then is the response's shared memory released and the next request read.
+- A client that stops half-way through a head or a body, or stops reading a
+  response, is dropped after a while (see
+  :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
+  request still gets the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from http import HTTPStatus
+from typing import Any, Callable, Protocol
+
+import httptools
+
+log = logging.getLogger("tritium.http")
+
+__all__ = [
+    "HttpRequest",
+    "HttpResponse",
+    "HttpConnection",
+    "Dispatcher",
+    "MAX_HEAD_BYTES",
+]
+
+#: the largest request head (request line and headers) accepted, bytes
+MAX_HEAD_BYTES = 64 * 1024
+#: a chunked body is read through this buffer, bytes
+_CHUNK_BUFFER = 64 * 1024
+
+_HEAD_END = b"\r\n\r\n"
+_HEADER_NAMES: dict[bytes, str] = {}  # header names as sent -> lower-case text
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+# connection states
+_HEAD, _BODY, _CHUNKED, _BUSY, _CLOSED = range(5)
+
+
+class HttpRequest:
+    """One parsed request, as the route handlers see it.
+
+    :ivar method: ``GET``, ``POST``, ...
+    :ivar path: the URL path as sent (percent-encoded; the route's parameters are decoded).
+    :ivar headers: header values by lower-case name (the first of repeated headers).
+    :ivar body: the body bytes (a view of the arena block or buffer it was received into).
+    :ivar params: the route's URL parameters (``model``, ``version``, ``name``).
+    :ivar body_block: the arena block holding ``body`` when it was received into the
+        core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
+        held by the connection until the response is sent), else None.
+    """
+
+    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond")
+
+    def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body: memoryview | bytes = b""
+        self.params: dict[str, str] = {}
+        self.body_block: Any = None
+        self.route: Any = None
+        #: answers the request (exactly once): for a handler that answers later, from a callback
+        self.respond: Callable[["HttpResponse"], None] = _unset
+
+
+class HttpResponse:
+    """A response to write: status, content type, extra headers and the body.
+
+    :param status: the HTTP status.
+    :param body: the body: bytes, or a list of buffers written one after the other
+        (views of shared memory, sent without a copy).
+    :param content_type: the ``Content-Type`` (None: no such header).
+    :param headers: further headers.
+    :param release: called once the body is on the wire (or the connection is gone):
+        gives the shared memory behind ``body`` back.
+    """
+
+    __slots__ = ("status", "body", "content_type", "headers", "release")
+
+    def __init__(
+        self,
+        status: int = 200,
+        body: bytes | list[Any] = b"",
+        content_type: str | None = "application/json",
+        headers: dict[str, str] | None = None,
+        release: Callable[[], None] | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = headers
+        self.release = release
+
+
+class Dispatcher(Protocol):
+    """What a connection hands its requests to (the endpoint's router)."""
+
+    def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
+        """Where a body of ``size`` bytes is received: ``(writable view, arena block or None)``."""
+
+    def dispatch(self, request: HttpRequest, respond: Callable[[HttpResponse], None]) -> None:
+        """Handle ``request``; call ``respond`` exactly once, now or later."""
+
+    def too_large(self, size: int | None) -> HttpResponse:
+        """The 413 answer for a body of ``size`` bytes (None: a chunked body past the limit)."""
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The request body limit in bytes."""
+
+
+class _Head:
+    """httptools callbacks for one request head (a fresh parser per head)."""
+
+    __slots__ = ("url", "headers", "complete", "body", "body_size", "message_done", "limit")
+
+    def __init__(self) -> None:
+        self.limit = 0
+        self.url = b""
+        self.headers: dict[str, str] = {}
+        self.complete = False
+        self.body: bytearray | None = None
+        self.body_size = 0
+        self.message_done = False
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = _HEADER_NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(_HEADER_NAMES) < 256:  # the names clients send are few; strangers are not kept
+                _HEADER_NAMES[name] = key
+        if key not in self.headers:
+            self.headers[key] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+
+    def on_body(self, data: bytes) -> None:  # chunked bodies only (kept up to the limit)
+        if self.body is not None and not self.message_done:
+            self.body_size += len(data)
+            if self.body_size <= self.limit:
+                self.body += data
+
+    def on_message_complete(self) -> None:
+        self.message_done = True
+
+
+_STATUS_LINES: dict[tuple[int, str | None], str] = {}
+
+
+def _status_lines(status: int, content_type: str | None) -> str:
+    """The status line and the Content-Type header (cached: few combinations occur)."""
+    text = _STATUS_LINES.get((status, content_type))
+    if text is None:
+        text = f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
+        if content_type is not None:
+            text += f"Content-Type: {content_type}\r\n"
+        if len(_STATUS_LINES) < 256:
+            _STATUS_LINES[(status, content_type)] = text
+    return text
+
+
+def _keep_alive(http10: bool, connection: str | None) -> bool:
+    """Whether the connection stays open after the response (RFC 9112 section 9.3)."""
+    if not connection:
+        return not http10
+    tokens = {token.strip() for token in connection.lower().split(",")}
+    return "keep-alive" in tokens if http10 else "close" not in tokens
+
+
+def _unset(response: "HttpResponse") -> None:
+    raise RuntimeError("the request is not being answered by a connection")
+
+
+def _url_path(url: bytes) -> str:
+    """The path of a request target, still percent-encoded (routes match it; parameters are decoded)."""
+    return url.split(b"?", 1)[0].split(b"#", 1)[0].decode("latin-1")
+
+
+class HttpConnection(asyncio.BufferedProtocol):
+    """One client connection (see the module docstring).
+
+    :param dispatcher: routes requests and says where bodies go.
+    :param table: the endpoint's table of open connections (for stall checks and stop;
+        :class:`~.connection_table.ConnectionTable`).
+    """
+
+    def __init__(self, dispatcher: Dispatcher, table: Any) -> None:
+        self._dispatcher = dispatcher
+        self._table = table
+        self._transport: asyncio.Transport | None = None
+        self._head = bytearray(MAX_HEAD_BYTES)
+        self._head_view = memoryview(self._head)
+        self._filled = 0
+        self._scan = 0
+        self._state = _HEAD
+        self._request: HttpRequest | None = None
+        self._keep_alive = True
+        self._body_view: memoryview | None = None
+        self._body_pos = 0
+        self._body_block: Any = None  # the arena block a body is being received into
+        self._current_block: Any = None  # the arena block of the request being answered
+        self._parser: Any = None
+        self._chunk_head: _Head | None = None
+        self._chunk_buffer: memoryview | None = None
+        self._reading = True
+        self._write_paused = False
+        self._pending_release: Callable[[], None] | None = None
+        self._close_after = False
+        self._head_only = False  # answering a HEAD request: headers only
+        self._http10 = False  # the request being answered is HTTP/1.0
+        self._eof = False
+        #: monotonic time of the last progress, for the stall check
+        self.progress = 0.0
+        self._unsent = 0  # bytes of a response still in the transport at the last stall check
+
+    # -- transport callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
+        # a response the kernel cannot take at once pauses us until it drains (see _on_written)
+        transport.set_write_buffer_limits(high=0)
+        self.progress = time.monotonic()
+        self._table.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._state = _CLOSED
+        self._table.discard(self)
+        self._free_body()
+        self._release_response()
+        self._transport = None
+
+    def eof_received(self) -> bool:
+        # a half-close: answer what was sent, then close
+        self._eof = True
+        if self._state == _BUSY or self._write_paused:
+            return True
+        if self._state in (_BODY, _CHUNKED):  # the client gave up in the middle of a body
+            return False
+        self._process()  # a complete request may still be in the buffer
+        return self._state == _BUSY
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self.progress = time.monotonic()
+        self._release_response()
+        if self._close_after:
+            self._close()
+        elif self._state == _BUSY:
+            self._state = _HEAD
+            self._process()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        state = self._state
+        if state == _BODY:
+            assert self._body_view is not None
+            return self._body_view[self._body_pos :]
+        if state == _CHUNKED:
+            if self._chunk_buffer is None:
+                self._chunk_buffer = memoryview(bytearray(_CHUNK_BUFFER))
+            return self._chunk_buffer
+        if self._filled < MAX_HEAD_BYTES:
+            return self._head_view[self._filled :]
+        # full while busy: reading was paused; a read that still happens is dropped into scratch
+        return memoryview(bytearray(1))
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.progress = time.monotonic()
+        state = self._state
+        if state == _BODY:
+            self._body_pos += nbytes
+            assert self._body_view is not None
+            if self._body_pos == len(self._body_view):
+                self._body_view = None
+                self._start()
+            return
+        if state == _CHUNKED:
+            assert self._chunk_buffer is not None
+            self._feed_chunked(self._chunk_buffer[:nbytes])
+            return
+        if state == _CLOSED:
+            return
+        if self._filled >= MAX_HEAD_BYTES:
+            return
+        self._filled += nbytes
+        if state == _HEAD:
+            self._process()
+        elif self._filled >= MAX_HEAD_BYTES:
+            self._pause_reading()  # pipelined bytes fill the buffer while a request is served
+
+    # -- heads -------------------------------------------------------------------------------
+    def _process(self) -> None:
+        """Parse the next complete head in the buffer, if any, and start its request."""
+        if self._state != _HEAD:
+            return
+        end = self._head.find(_HEAD_END, max(0, self._scan - 3), self._filled)
+        if end < 0:
+            if self._filled >= MAX_HEAD_BYTES:
+                self._fail(431, "request header fields are larger than the limit of %d bytes" % MAX_HEAD_BYTES)
+            elif self._eof:
+                self._close()
+            else:
+                self._scan = self._filled
+                self._resume_reading()
+            return
+        head_len = end + 4
+        head = _Head()
+        parser = httptools.HttpRequestParser(head)
+        try:
+            parser.feed_data(self._head_view[:head_len])
+        except httptools.HttpParserUpgrade:
+            pass  # an Upgrade request is answered as a plain one
+        except httptools.HttpParserError as exc:
+            self._fail(400, f"malformed HTTP request: {exc}")
+            return
+        if not head.complete:
+            self._fail(400, "malformed HTTP request head")
+            return
+        method = parser.get_method().decode("ascii", "replace")
+        request = HttpRequest(method, _url_path(head.url), head.headers)
+        self._http10 = parser.get_http_version() == "1.0"
+        self._keep_alive = _keep_alive(self._http10, head.headers.get("connection"))
+        self._request = request
+        headers = head.headers
+        if "transfer-encoding" in headers and not head.message_done:
+            self._consume(head_len)
+            self._start_chunked(parser, head)
+            return
+        length_text = headers.get("content-length")
+        size = int(length_text) if length_text else 0  # llhttp accepts digits only
+        if size > self._dispatcher.max_body_bytes:
+            self._consume(head_len)
+            self._keep_alive = False
+            self._respond_now(self._dispatcher.too_large(size))
+            return
+        if size == 0:
+            self._consume(head_len)
+            self._start()
+            return
+        if headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
+            self._transport.write(_CONTINUE)
+        try:
+            view, block = self._dispatcher.body_destination(request, size)
+        except Exception as exc:  # the arena cannot hold it
+            log.error("no memory for a request body of %d bytes: %s", size, exc)
+            self._consume(head_len)
+            self._keep_alive = False
+            self._respond_now(HttpResponse(503, b'{"error":"not enough memory for the request body"}'))
+            return
+        self._body_block = block
+        have = min(self._filled - head_len, size)  # body bytes that came with the head
+        if have:
+            view[:have] = self._head_view[head_len : head_len + have]
+        self._consume(head_len + have)
+        request.body = view
+        if have == size:
+            self._start()
+        else:
+            self._body_view = view
+            self._body_pos = have
+            self._state = _BODY
+            self._resume_reading()
+
+    def _consume(self, count: int) -> None:
+        """Drop the first ``count`` bytes of the head buffer."""
+        rest = self._filled - count
+        if rest:  # pipelined bytes (rare): moved to the front through a copy (the ranges overlap)
+            self._head[:rest] = bytes(self._head_view[count : self._filled])
+        self._filled = rest
+        self._scan = 0
+
+    # -- chunked bodies ---------------------------------------------------------------------
+    def _start_chunked(self, parser: Any, head: _Head) -> None:
+        self._keep_alive = False  # a chunked request's connection closes after its response
+        if head.headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
+            self._transport.write(_CONTINUE)
+        head.body = bytearray()
+        head.limit = self._dispatcher.max_body_bytes
+        self._parser, self._chunk_head = parser, head
+        self._state = _CHUNKED
+        if self._filled:
+            data = bytes(self._head_view[: self._filled])
+            self._filled = 0
+            self._feed_chunked(data)
+        else:
+            self._resume_reading()
+
+    def _feed_chunked(self, data: bytes | memoryview) -> None:
+        head = self._chunk_head
+        assert head is not None and head.body is not None
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(400, f"malformed chunked request body: {exc}")
+            return
+        if head.body_size > self._dispatcher.max_body_bytes:
+            self._parser = self._chunk_head = None
+            self._keep_alive = False
+            self._respond_now(self._dispatcher.too_large(None))
+            return
+        if head.message_done:
+            assert self._request is not None
+            self._request.body = bytes(head.body)
+            self._parser = self._chunk_head = None
+            self._chunk_buffer = None
+            self._start()
+
+    # -- requests and responses ---------------------------------------------------------------
+    def _start(self) -> None:
+        request = self._request
+        assert request is not None
+        self._request = None
+        self._state = _BUSY
+        self._head_only = request.method == "HEAD"
+        request.body_block = self._current_block = self._body_block
+        self._body_block = None
+        try:
+            self._dispatcher.dispatch(request, self._respond)
+        except Exception:  # a bug in a handler must not leave the client waiting
+            log.exception("HTTP request %s %s failed", request.method, request.path)
+            self._respond(HttpResponse(500, b'{"error":"internal error"}'))
+
+    def _respond_now(self, response: HttpResponse) -> None:
+        self._state = _BUSY
+        self._respond(response)
+
+    def _respond(self, response: HttpResponse) -> None:
+        """Write ``response``; then (once it is on the wire) go on with the next request."""
+        transport = self._transport
+        self._pending_release = response.release
+        if transport is None or transport.is_closing():
+            self._release_response()
+            return
+        keep = self._keep_alive and not self._eof
+        body = response.body
+        if type(body) is list:
+            parts: list[Any] | None = body
+            size = sum([memoryview(b).nbytes for b in body])
+        else:
+            parts = None
+            size = len(body)  # type: ignore[arg-type]
+        start = _status_lines(response.status, response.content_type)
+        if response.headers:
+            start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
+        if keep:
+            if self._http10:
+                start += "Connection: keep-alive\r\n"
+            head = f"{start}Content-Length: {size}\r\n\r\n".encode("latin-1")
+        else:
+            head = f"{start}Content-Length: {size}\r\nConnection: close\r\n\r\n".encode("latin-1")
+        head_only, self._head_only = self._head_only, False
+        if parts is None:
+            transport.write(head if head_only or not size else head + body)
+        elif head_only:
+            transport.write(head)
+        else:
+            transport.writelines([head, *parts])
+        self._close_after = not keep
+        if self._write_paused:
+            return  # resume_writing continues
+        self._release_response()
+        if not keep:
+            self._close()
+            return
+        self._state = _HEAD
+        if self._filled:
+            self._process()  # a pipelined request is waiting
+        else:
+            self._resume_reading()
+
+    def _release_response(self) -> None:
+        """The response is on the wire (or the client gone): its shared memory and the body go back."""
+        release, self._pending_release = self._pending_release, None
+        block, self._current_block = self._current_block, None
+        try:
+            if release is not None:
+                release()
+        except Exception:
+            log.exception("releasing an HTTP response failed")
+        finally:
+            if block is not None:
+                block.release()
+
+    def _free_body(self) -> None:
+        block, self._body_block = self._body_block, None
+        if block is not None:
+            block.release()
+        self._body_view = None
+
+    def _fail(self, status: int, message: str) -> None:
+        """Answer a request that cannot be read with ``status`` and close the connection."""
+        self._keep_alive = False
+        self._free_body()
+        body = ('{"error":%s}' % _json_string(message)).encode()
+        self._respond_now(HttpResponse(status, body))
+
+    def _pause_reading(self) -> None:
+        if self._reading and self._transport is not None:
+            self._reading = False
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if not self._reading and self._transport is not None:
+            self._reading = True
+            self._transport.resume_reading()
+
+    def _close(self) -> None:
+        self._state = _CLOSED
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- for the connection table ---------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """No request is being received or answered."""
+        return self._state == _HEAD and not self._filled and not self._write_paused
+
+    def stalled_since(self) -> float | None:
+        """Since when (monotonic s) the connection waits on its client without progress; None: it does not.
+
+        Waiting: a partial head or body, or a response the client does not read.
+        A response that drains counts as progress, however slowly it goes.
+        """
+        if self._write_paused:
+            transport = self._transport
+            unsent = transport.get_write_buffer_size() if transport is not None else 0
+            if unsent != self._unsent:
+                self._unsent = unsent
+                self.progress = time.monotonic()
+            return self.progress
+        if self._state in (_BODY, _CHUNKED) or (self._state == _HEAD and self._filled > 0):
+            return self.progress
+        return None
+
+    def abort(self) -> None:
+        """Drop the connection now."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close_if_idle(self) -> bool:
+        """Close the connection when it is idle (at stop); True when it was closed."""
+        if self.idle:
+            self._close()
+            return True
+        self._keep_alive = False
+        return False
+
+
+def _json_string(text: str) -> str:
+    import json
+
+    return json.dumps(text)

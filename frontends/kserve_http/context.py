@@ -1,0 +1,65 @@
+"""What the HTTP endpoint's handlers share: the endpoint context and the error answer.
+
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ...core.errors import TritonError
+from ...core.server import InferenceServer
+from . import codec
+from .body import error_status
+from .connection import HttpResponse
+
+__all__ = ["EndpointContext", "Inflight", "error_response"]
+
+
+class Inflight:
+    """Counts the inference requests being handled, so that a stop can wait for them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        """A request starts."""
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        """A request is answered (or failed)."""
+        self.count -= 1
+        if not self.count:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for no request in flight; return whether that happened."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+
+class EndpointContext:
+    """What every handler may use.
+
+    :ivar server: the in-process API.
+    :ivar max_request_bytes: the body limit, bytes.
+    :ivar inflight: inference requests being handled.
+    """
+
+    __slots__ = ("server", "max_request_bytes", "inflight")
+
+    def __init__(self, server: InferenceServer, max_request_bytes: int) -> None:
+        self.server = server
+        self.max_request_bytes = max_request_bytes
+        self.inflight = Inflight()
+
+
+def error_response(exc: TritonError, headers: dict[str, str] | None = None) -> HttpResponse:
+    """Triton's error answer: ``{"error": "<message>"}`` with the error's HTTP status."""
+    return HttpResponse(error_status(exc), codec.dumps({"error": exc.message}), headers=headers)

@@ -1,0 +1,1 @@
+"""Integrations of tritium with other serving systems (cluster engines)."""

@@ -1,0 +1,98 @@
+"""The ``TritiumServer`` deployment: one tritium server per Serve replica.
+
+Each replica is a Ray actor process that runs its own
+:class:`~tritium.core.server.InferenceServer` (its own model instances in
+worker processes, its own shared-memory arenas) on the replica's event loop,
+with no endpoint of its own: Serve's HTTP proxy calls :meth:`TritiumServer.__call__`,
+its gRPC proxy calls the RPC-named methods of :class:`~.grpc_methods.GrpcMethods`.
+
+Lifecycle (Serve calls each of these on the replica's event loop):
+``__init__`` starts the server (every model loaded, as ``tritium-server``
+does), joins the coordinator and replays its repository log, then starts
+polling; only then does Serve route requests to the replica. ``check_health``
+fails when the polling loop has stopped (Serve then replaces the
+replica). ``__del__`` (a graceful stop: scale-down, redeploy, shutdown)
+leaves the coordinator and drains the server (``--exit-timeout-secs``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .agent import ReplicaAgent
+from .args import Settings, parse_server_argv
+from .grpc_methods import GrpcMethods
+from .http_routes import Routes, handle
+
+log = logging.getLogger("tritium.ray_serve")
+
+__all__ = ["TritiumServer"]
+
+
+def _replica_identity() -> tuple[str, Any]:
+    """This replica's Serve id and its Ray actor handle (outside Serve: the process id, no handle)."""
+    try:
+        import ray
+        from ray import serve
+
+        return serve.get_replica_context().replica_tag, ray.get_runtime_context().current_actor
+    except Exception:  # not in a Serve replica (tests of the class itself)
+        return f"pid-{os.getpid()}", None
+
+
+class TritiumServer(GrpcMethods):
+    """A tritium server in one Serve replica.
+
+    :param server_argv: ``tritium-server`` flags (see :meth:`~.args.TritiumArgs.server_argv`).
+    :param coordinator: a deployment handle on the application's ``TritiumCoordinator``.
+    :param settings: the application's :class:`~.args.Settings` (or a dict of them).
+    :raises TritonError: from the constructor when a model fails to load with
+        ``--exit-on-error`` (the default), or the coordinator cannot be reached.
+    """
+
+    async def __init__(self, server_argv: list[str], coordinator: Any, settings: Any = None) -> None:
+        from ...core.server import InferenceServer
+
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # workers start while gRPC runs
+        settings = Settings.model_validate(settings or {})
+        options = parse_server_argv(list(server_argv))
+        options.http = options.grpc = options.metrics = False  # Serve's proxies are the endpoints
+        self.replica_id, actor = _replica_identity()
+        self.server = InferenceServer(options)
+        await self.server.start(frontends=False)
+        self.agent = ReplicaAgent(self.server, coordinator, self.replica_id, actor, settings)
+        try:
+            await self.agent.join()
+        except BaseException:
+            await self.server.stop()
+            raise
+        self.agent.start()
+        self.routes = Routes(self.server, self.agent)
+        log.info("replica %s serving (pid %d)", self.replica_id, os.getpid())
+
+    async def __call__(self, request: Request) -> Response:
+        """One HTTP request from Serve's proxy (KServe v2 and Triton's extensions)."""
+        return await handle(self.routes, request)
+
+    async def check_health(self) -> None:
+        """Serve's periodic health check.
+
+        :raises RuntimeError: when the polling loop has stopped (the replica then
+            no longer hears of model loads and unloads).
+        """
+        if not self.agent.healthy:
+            raise RuntimeError("the replica's coordinator polling loop has stopped")
+
+    async def __del__(self) -> None:
+        """Graceful stop: leave the coordinator, then drain and stop the server."""
+        agent = getattr(self, "agent", None)
+        if agent is not None:
+            await agent.stop()
+        server = getattr(self, "server", None)
+        if server is not None:
+            await server.stop()
