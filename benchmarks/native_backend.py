@@ -140,8 +140,8 @@ def render(rows: list[Row], note: str) -> str:
         "- The native adapter itself (the C structs of each request, and two calls back into Python per response: "
         "`OutputBuffer` and `ResponseSend`) costs about 14 µs of CPU per request in the worker, measured in-process "
         "without a server; the rest of the C path's extra worker CPU is the output block and its release.",
-        "- Against Triton, the difference is mostly the core: the Python gRPC server (grpc.aio) spends several times "
-        "the CPU per request of Triton's C++ one (see the serving section above).",
+        "- Against Triton, the difference is mostly the core's CPU per request (see the serving and grpc_transport "
+        "sections).",
     ]
     return "\n".join(lines) + "\n"
 

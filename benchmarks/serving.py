@@ -180,19 +180,17 @@ def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -
         out.append(
             f"- **EfficientNet at concurrency 4 is CPU-bound.** Each inference costs "
             f"{grpc4.worker_cpu_us / 1000:.1f} ms of worker CPU (onnxruntime itself: {ref_cpu / 1000:.1f} ms "
-            f"in-process), {grpc4.server_cpu_us / 1000:.2f} ms in the core (mostly grpc.aio receiving a 602 KB "
-            f"message) and {grpc4.client_cpu_us / 1000:.2f} ms in perf_analyzer, all on the same 2 cores: "
+            f"in-process), {grpc4.server_cpu_us / 1000:.2f} ms in the core (receiving the 602 KB message and "
+            f"running the request) and {grpc4.client_cpu_us / 1000:.2f} ms in perf_analyzer, all on the same 2 cores: "
             f"{total / 1000:.1f} ms against {ref_cpu / 1000:.1f} ms, so about "
             f"{ref_cpu / total:.2f}× of the in-process rate is the ceiling on this machine, even with no waiting at all."
         )
     http1, grpc1 = by.get(("identity_16k", "http", 1)), by.get(("identity_16k", "grpc", 1))
     if http1 and grpc1:
         out.append(
-            f"- **gRPC costs more than HTTP in Python.** At concurrency 1 the core spends "
-            f"{grpc1.server_cpu_us:,.0f} µs of CPU per gRPC request against {http1.server_cpu_us:,.0f} µs per HTTP "
-            "request for the same model; the difference is grpc.aio's own machinery (a servicer that returns a "
-            "canned response, with no model at all, measured 370–500 µs p50 here). Triton's C++ gRPC server "
-            "answers the same request in about 370 µs on this machine."
+            f"- **gRPC and HTTP.** At concurrency 1 the core spends {grpc1.server_cpu_us:,.0f} µs of CPU per gRPC "
+            f"request against {http1.server_cpu_us:,.0f} µs per HTTP request for the same model; what the gRPC "
+            "transport itself costs (native or grpc.aio) is in the grpc_transport section and docs/architecture.md."
         )
     out.append(
         "- The core and worker exchange one control frame each way per request; the tensor bytes stay in "
