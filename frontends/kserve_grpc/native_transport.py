@@ -33,6 +33,7 @@ from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
+from ..base import grpc_status
 from .servicer import HealthServicer, InferenceServicer
 from .transport import Transport
 
@@ -111,6 +112,35 @@ class NativeContext:
 _DONE = object()
 
 
+class _Waiting:
+    """The handler of a ModelInfer call while its model runs.
+
+    It is the only thing the model's completion holds, and it lets go of the
+    call when the call is cancelled: the response, when it comes, is released
+    without being sent, and the call is not kept alive meanwhile.
+    """
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Any) -> None:
+        self.call: Any = call
+
+    def cancel(self) -> None:
+        """The client cancelled, disconnected or ran past its deadline."""
+        self.call = None
+
+    def reply(self, parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
+        """The answer (see :meth:`.servicer.InferenceServicer.model_infer_submit`)."""
+        call, self.call = self.call, None
+        if call is None:
+            return
+        call.handler = _DONE
+        if error is None:
+            call.finish(parts, 0, "")  # the parts are copied into gRPC's buffer here, once
+        else:
+            call.finish(None, grpc_status(error.code).value[0], error.message)
+
+
 def _finish(call: Any, body: bytes | list[bytes | memoryview] | None, context: NativeContext) -> None:
     """End ``call`` with the status set on ``context`` (and ``body`` as its message when OK)."""
     code = context.code
@@ -135,8 +165,8 @@ def method_table(
     service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     for method in service.methods:
         path = f"/{service.full_name}/{method.name}"
-        if method.name == "ModelInfer":  # serialized in and out: large tensors skip protobuf's copies
-            handler, request = servicer.model_infer_parts, None
+        if method.name == "ModelInfer":  # serialized in and out, answered from a callback (no task)
+            handler, request = servicer.model_infer_submit, None
         else:
             handler, request = getattr(servicer, method.name), getattr(pb, method.input_type.name)
         table[path] = _Method(handler, request, method.name in STREAMING, rule_for(path, restrictions))
@@ -312,6 +342,10 @@ class NativeTransport(Transport):
         elif payload is None:
             call.finish(None, _INVALID, "a unary call carried no request message")
             call.handler = _DONE
+        elif method.request is None:  # ModelInfer: started now, answered from the model's completion
+            waiting = _Waiting(call)
+            call.handler = waiting
+            method.handler(payload, waiting.reply)
         else:
             call.handler = self._loop.create_task(self._unary(call, method, payload))
 
@@ -319,9 +353,6 @@ class NativeTransport(Transport):
     async def _unary(call: Any, method: _Method, payload: bytes | memoryview) -> None:
         context = NativeContext(call)
         try:
-            if method.request is None:  # ModelInfer: the response's parts go straight to gRPC
-                await method.handler(payload, context, lambda parts: _finish(call, parts, context))
-                return
             try:
                 request = method.request.FromString(payload)
             except DecodeError as exc:

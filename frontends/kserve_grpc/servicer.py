@@ -22,6 +22,7 @@ from google.protobuf import json_format
 
 from ...core.errors import Code, TritonError
 from ...core.request import InferenceRequest
+from ...core.response import InferenceResponse
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
@@ -58,6 +59,30 @@ def _fail(context: grpc.aio.ServicerContext, exc: TritonError, empty: M) -> M:
 def _internal(context: grpc.aio.ServicerContext, rpc: str, exc: Exception, empty: M) -> M:
     log.error("%s failed: %s", rpc, exc, exc_info=exc)
     return _fail(context, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"), empty)
+
+
+#: how :meth:`InferenceServicer.model_infer_submit` answers: ``(response parts, None)`` or ``(None, error)``
+InferReply = Callable[[list[bytes | memoryview] | None, TritonError | None], None]
+
+
+def _answer_infer(reply: InferReply, response: InferenceResponse | None, error: BaseException | None) -> None:
+    """Hand a ModelInfer's response (serialized, as parts) or its error to ``reply``; release the response."""
+    if response is None:
+        if not isinstance(error, TritonError):
+            log.error("ModelInfer failed: %r", error)
+            error = TritonError(Code.INTERNAL, f"{type(error).__name__}: {error}")
+        reply(None, error)
+        return
+    try:
+        try:
+            parts = infer_response_parts(response)
+        except Exception as exc:
+            log.error("ModelInfer failed: %s", exc, exc_info=exc)
+            reply(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            return
+        reply(parts, None)
+    finally:
+        response.release()
 
 
 def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> None:
@@ -128,39 +153,43 @@ class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCI
 
     # -- inference ------------------------------------------------------------------------------
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        """Unused: :meth:`model_infer_parts` serves ModelInfer (on grpc.aio through :meth:`model_infer_bytes`)."""
+        """Unused: :meth:`model_infer_submit` serves ModelInfer (on grpc.aio through :meth:`model_infer_bytes`)."""
         raise NotImplementedError
 
     async def model_infer_bytes(self, data: bytes | memoryview, context: Any) -> bytes:
         """ModelInfer on serialized messages, so that large tensors skip protobuf's copies (grpc.aio)."""
-        out: list[bytes] = []
-        await self.model_infer_parts(data, context, lambda parts: out.append(b"".join(parts)))
-        return out[0]
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
-    async def model_infer_parts(
-        self, data: bytes | memoryview, context: Any, send: Callable[[list[bytes | memoryview]], None]
-    ) -> None:
-        """ModelInfer on serialized messages: ``send`` gets the serialized response as parts to join.
+        def reply(parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
+            if future.done():  # the call was cancelled
+                return
+            if error is not None:
+                future.set_result(_fail(context, error, _EMPTY_INFER).SerializeToString())
+            else:
+                future.set_result(b"".join(parts or ()))
 
-        The parts may be views of the response's shared memory, valid only
-        while ``send`` runs (the response is released when it returns), so a
-        transport can copy them once, straight to where they go. On an error
-        ``context`` has the status and ``send`` gets an empty message.
+        self.model_infer_submit(data, reply)
+        return await future
+
+    def model_infer_submit(self, data: bytes | memoryview, reply: InferReply) -> None:
+        """ModelInfer on serialized messages, answered from the model's completion (no task per call).
+
+        ``reply(parts, None)`` gets the serialized response as parts to join
+        (they may be views of the response's shared memory, valid only while
+        ``reply`` runs: a transport copies them once, straight to where they
+        go); ``reply(None, error)`` gets the error the call fails with. Called
+        once, now (an error found before the model runs) or later.
         """
         server = self.server
         try:
             request, raws = parse_infer_request(data)
-            response = await server.infer(to_infer_request(request, server.model, raws, server.shared_memory.resolve))
+            core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
+            server.submit(core_request, lambda response, error: _answer_infer(reply, response, error))
         except TritonError as exc:
-            send([_fail(context, exc, _EMPTY_INFER).SerializeToString()])
-            return
+            reply(None, exc)
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
-            send([_internal(context, "ModelInfer", exc, _EMPTY_INFER).SerializeToString()])
-            return
-        try:
-            send(infer_response_parts(response))
-        finally:
-            response.release()
+            log.error("ModelInfer failed: %s", exc, exc_info=exc)
+            reply(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
     async def ModelStreamInfer(self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
         """Run every request of the stream as it arrives; write each response as it is ready.
