@@ -3,17 +3,20 @@
 
 Runs (perf_analyzer, gRPC, the same settings for every server):
 
-* ``pybatch`` — a python model (``max_batch_size: 64``) that processes all the
-  requests of an ``execute`` call with one vectorised numpy operation, with
-  ``dynamic_batching { max_queue_delay_microseconds: 500 }`` (``pybatch_dyn``)
-  and without (``pybatch_single``), concurrency 16, on tritium and on Triton;
+* ``add_sub`` — Triton's add_sub python model (FP32 [4] + [4], ``max_batch_size:
+  64``) computing a whole ``execute`` call's requests with one numpy operation,
+  with ``dynamic_batching { max_queue_delay_microseconds: 500 }``
+  (``add_sub_dyn``) and without (``add_sub_single``), concurrency 16, on
+  tritium and on Triton;
+* ``pybatch`` — the same with one FP32 [16] input and ``tanh`` (the earlier
+  benchmark's model, kept for comparison);
 * ``efficientnet_lite0_onnx`` (examples/fetch_models.py), with
   ``dynamic_batching { max_queue_delay_microseconds: 2000 }`` and without,
   concurrency 8, on tritium only (the Triton here has only the python backend).
   The server runs with ``--disable-auto-complete-config``, else the onnxruntime
   backend would give the "without" copy a ``dynamic_batching {}`` too.
 
-Targets (issue 3): tritium ≥ 1.0 × Triton on ``pybatch_dyn``, and tritium's
+Targets (issue 12): tritium ≥ 1.0 × Triton on ``add_sub_dyn``, and tritium's
 gain from batching (dyn / single) ≥ Triton's. Writes the ``batching`` section
 of ``docs/performance.md``.
 
@@ -66,20 +69,46 @@ output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 {batching}
 """
-PY_RUNS = [("pybatch_dyn", 16), ("pybatch_single", 16)]
+ADD_SUB = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        a = [pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() for r in requests]
+        b = [pb_utils.get_input_tensor_by_name(r, "INPUT1").as_numpy() for r in requests]
+        rows = [x.shape[0] for x in a]
+        x, y = np.concatenate(a), np.concatenate(b)  # the whole batch at once
+        total, difference = x + y, x - y
+        responses, start = [], 0
+        for n in rows:
+            outputs = [pb_utils.Tensor("OUTPUT0", total[start : start + n]), pb_utils.Tensor("OUTPUT1", difference[start : start + n])]
+            responses.append(pb_utils.InferenceResponse(outputs))
+            start += n
+        return responses
+"""
+ADD_SUB_CONFIG = """
+backend: "python"
+max_batch_size: 64
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }}, {{ name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }}, {{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+{batching}
+"""
+PY_RUNS = [("add_sub_dyn", 16), ("add_sub_single", 16), ("pybatch_dyn", 16), ("pybatch_single", 16)]
 ONNX_RUNS = [(f"{EFFICIENTNET}_dyn", 8), (f"{EFFICIENTNET}_single", 8)]
 
 
 def build_python(repo: Path) -> None:
-    for name, batching in (
-        ("pybatch_dyn", "dynamic_batching { max_queue_delay_microseconds: 500 }"),
-        ("pybatch_single", ""),
-    ):
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "config.pbtxt").write_text(
-            textwrap.dedent(PYBATCH_CONFIG.format(batching=batching))
-        )
-        (repo / name / "1" / "model.py").write_text(textwrap.dedent(PYBATCH))
+    for base, config, code in (("pybatch", PYBATCH_CONFIG, PYBATCH), ("add_sub", ADD_SUB_CONFIG, ADD_SUB)):
+        for name, batching in (
+            (f"{base}_dyn", "dynamic_batching { max_queue_delay_microseconds: 500 }"),
+            (f"{base}_single", ""),
+        ):
+            (repo / name / "1").mkdir(parents=True)
+            (repo / name / "config.pbtxt").write_text(textwrap.dedent(config.format(batching=batching)))
+            (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
 
 
 def build_efficientnet(repo: Path, work: Path) -> None:
@@ -153,23 +182,24 @@ def render(rows: list[Row], note: str) -> str:
             f"{cell(r, 'throughput')} | {cell(r, 'p50_us')} | {cell(r, 'server_cpu_us')} |"
         )
     lines += ["", "| target | measured | met |", "| --- | --- | --- |"]
-    t, r = by.get(("tritium", "pybatch_dyn")), by.get(("triton", "pybatch_dyn"))
-    if t and r:
-        ratio = t.throughput / r.throughput
-        lines.append(
-            f"| pybatch_dyn, concurrency 16: tritium ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |"
-        )
-    gains = {}
-    for server in ("tritium", "triton"):
-        dyn, single = by.get((server, "pybatch_dyn")), by.get((server, "pybatch_single"))
-        if dyn and single:
-            gains[server] = dyn.throughput / single.throughput
-    if len(gains) == 2:
-        met = gains["tritium"] >= gains["triton"]
-        lines.append(
-            f"| gain from batching (dyn / single): tritium ≥ Triton | tritium **{gains['tritium']:.2f}×**, "
-            f"Triton {gains['triton']:.2f}× | {'yes' if met else 'no'} |"
-        )
+    for base in ("add_sub", "pybatch"):
+        t, r = by.get(("tritium", f"{base}_dyn")), by.get(("triton", f"{base}_dyn"))
+        if t and r:
+            ratio = t.throughput / r.throughput
+            lines.append(
+                f"| {base}_dyn, concurrency 16: tritium ≥ 1.0 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |"
+            )
+        gains = {}
+        for server in ("tritium", "triton"):
+            dyn, single = by.get((server, f"{base}_dyn")), by.get((server, f"{base}_single"))
+            if dyn and single:
+                gains[server] = dyn.throughput / single.throughput
+        if len(gains) == 2:
+            met = gains["tritium"] >= gains["triton"]
+            lines.append(
+                f"| {base}: gain from batching (dyn / single): tritium ≥ Triton | tritium **{gains['tritium']:.2f}×**, "
+                f"Triton {gains['triton']:.2f}× | {'yes' if met else 'no'} |"
+            )
     dyn, single = (
         by.get(("tritium", f"{EFFICIENTNET}_dyn")),
         by.get(("tritium", f"{EFFICIENTNET}_single")),
