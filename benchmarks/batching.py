@@ -23,7 +23,7 @@ of ``docs/performance.md``.
 Usage::
 
     python benchmarks/batching.py [--install] [--triton-venv DIR] [--skip-triton] [--skip-efficientnet]
-                                  [--quick] [--note "measured while the machine was busy"]
+                                  [--quick] [--repeat N] [--note "measured while the machine was busy"]
 """
 
 from __future__ import annotations
@@ -143,13 +143,20 @@ def build_efficientnet(repo: Path, work: Path) -> None:
         (target / "config.pbtxt").write_text(config + batching + "\n")
 
 
-def measure(server: str, pid: int, url: str, runs: list[tuple[str, int]], tag: str) -> list[Row]:
-    rows = []
-    for model, concurrency in runs:
-        row = run_perf(server, pid, model, url, "grpc", concurrency, tag)
-        print(row, flush=True)
-        rows.append(row)
-    return rows
+def measure(servers: list[tuple[str, int, str, list[tuple[str, int]]]], tag: str, repeat: int) -> list[Row]:
+    """Each server's runs, servers taking turns run by run (all up the whole time), ``repeat``
+    rounds; returns each (server, run)'s median-throughput row."""
+    rounds: dict[tuple[str, str], list[Row]] = {}
+    longest = max(len(runs) for *_, runs in servers)
+    for _ in range(repeat):
+        for i in range(longest):
+            for name, pid, url, runs in servers:
+                if i < len(runs):
+                    model, concurrency = runs[i]
+                    row = run_perf(name, pid, model, url, "grpc", concurrency, tag)
+                    print(row, flush=True)
+                    rounds.setdefault((name, model), []).append(row)
+    return [sorted(rows, key=lambda r: r.throughput)[len(rows) // 2] for rows in rounds.values()]
 
 
 def render(rows: list[Row], note: str) -> str:
@@ -159,7 +166,8 @@ def render(rows: list[Row], note: str) -> str:
         "",
         (
             f"Measured {datetime.date.today().isoformat()} by `python benchmarks/batching.py` (perf_analyzer, gRPC; "
-            "tritium, then Triton 2.51 on the same model files)."
+            "tritium and Triton 2.51 on the same model files, both up at once and taking turns run by run; "
+            "each row is the median of the rounds)."
         ),
     ]
     if note:
@@ -235,12 +243,12 @@ def main() -> None:
     parser.add_argument(
         "--note", default="", help="a remark printed above the results (e.g. machine under load)"
     )
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of every run; each row is the median round")
     args = parser.parse_args()
     prepare(args)
     if args.quick:
         common.PERF_ARGS[1] = "1000"
     tag = time.strftime("%Y%m%d-%H%M%S")
-    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="tritium-batchbench-") as tmp:
         work = Path(tmp)
         repo = work / "models"
@@ -253,22 +261,21 @@ def main() -> None:
         server = ServerProcess(
             repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log"
         ).start()
+        triton = None
         try:
             assert server.proc is not None
-            runs = PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS)
-            rows += measure("tritium", server.proc.pid, server.grpc_url, runs, tag)
-        finally:
-            server.stop()
-        if not args.skip_triton:
-            triton = TritonServer(
-                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
-            )
-            triton.start()
-            try:
+            servers = [("tritium", server.proc.pid, server.grpc_url, PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS))]
+            if not args.skip_triton:
+                triton = TritonServer(
+                    args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
+                ).start()
                 assert triton.proc is not None
-                rows += measure("triton", triton.proc.pid, triton.grpc_url, PY_RUNS, tag)
-            finally:
+                servers.append(("triton", triton.proc.pid, triton.grpc_url, PY_RUNS))
+            rows = measure(servers, tag, args.repeat)
+        finally:
+            if triton is not None:
                 triton.stop()
+            server.stop()
     text = render(rows, args.note)
     write_section(args.output, "batching", text)
     print(text)
