@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Code", "TritonError"]
+__all__ = ["Code", "TritonError", "clip", "CLIP_CHARS"]
+
+#: a client's string is echoed in an error message up to this many characters
+CLIP_CHARS = 200
 
 
 class Code(enum.IntEnum):
@@ -77,3 +80,15 @@ class TritonError(Exception):
             code = Code.UNKNOWN
         message = str(wire[1]) if len(wire) > 1 else "unknown error"
         return cls(code, message)
+
+
+def clip(text: str, limit: int = CLIP_CHARS) -> str:
+    """``text`` as an error message echoes a client's string: at most ``limit`` characters.
+
+    A longer string keeps its start and says how long it was
+    (``'xxxx...' (100000 characters)``), so that a huge model name or header
+    cannot blow up an error (gRPC refuses status details over 16 KiB).
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"

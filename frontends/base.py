@@ -12,7 +12,10 @@ import grpc
 
 from ..core.errors import Code
 
-__all__ = ["http_status", "grpc_status"]
+__all__ = ["http_status", "grpc_status", "DETAILS_CHARS"]
+
+#: gRPC status details are cut to this many characters (gRPC refuses metadata over 16 KiB)
+DETAILS_CHARS = 4096
 
 _HTTP = {
     Code.INTERNAL: 500,

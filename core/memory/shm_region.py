@@ -94,7 +94,7 @@ def check_window(name: str, region_byte_size: int, offset: int, byte_size: int |
 def output_region_too_small(name: str, byte_size: int, nbytes: int) -> TritonError:
     """Triton's error for an output of ``nbytes`` bytes asked into a window of ``byte_size`` bytes."""
     return TritonError(
-        Code.INTERNAL,
+        Code.INVALID_ARG,
         f"shared memory size specified with the request for output '{name}' ({byte_size} bytes) "
         f"should be at least {nbytes} bytes to hold the results",
     )
@@ -236,7 +236,7 @@ class SharedMemoryManager:
         except OSError:
             if fd >= 0:
                 os.close(fd)
-            raise TritonError(Code.INTERNAL, f"Unable to open shared memory region: '{key}'") from None
+            raise TritonError(Code.INVALID_ARG, f"Unable to open shared memory region: '{key}'") from None
         if byte_size <= 0 or offset < 0 or offset + byte_size > info.st_size or offset + byte_size > _UINT64_MAX:
             os.close(fd)
             raise TritonError(Code.INVALID_ARG, f"failed to register shared memory region '{name}': invalid args")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Code, TritonError
+from ..errors import Code, TritonError, clip
 from ..model import Model, ModelState
 
 if TYPE_CHECKING:
@@ -45,23 +45,23 @@ class ModelLookups:
         """
         entry = self.models.get(name)
         if entry is None or not entry.versions:
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' is not found")
+            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' is not found")
         if not version:
             for v in sorted(entry.versions, reverse=True):
                 status = entry.versions[v]
                 if status.state == ModelState.READY and status.model is not None:
                     return status.model
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' has no available versions")
+            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' has no available versions")
         try:
             number = int(version)
         except ValueError:
             number = None
         status = entry.versions.get(number) if number is not None else None
         if status is None:
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' version {version} is not found")
+            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' version {version} is not found")
         if status.state != ModelState.READY or status.model is None:
             raise TritonError(
-                Code.UNAVAILABLE, f"Request for unknown model: '{name}' version {version} is not at ready state"
+                Code.UNAVAILABLE, f"Request for unknown model: '{clip(name)}' version {version} is not at ready state"
             )
         return status.model
 

@@ -42,7 +42,7 @@ from ..options import ServerOptions
 from .dependencies import closure, composing_of, composing_of_source, load_layers, users
 from .lifecycle import check_config_paths, fingerprint, load_version
 from .lookups import ModelLookups
-from .paths import check_model_name
+from .paths import check_model_name, redact_paths
 from .remote import RemoteRepository, is_remote
 from ..scheduler.rate_limiter import RateLimiter
 from .repository import ModelSource, read_labels, scan, versions_to_load
@@ -587,8 +587,10 @@ class ModelRepositoryManager(ModelLookups):
                     raise
             except TritonError as exc:
                 status.state = ModelState.UNAVAILABLE
-                status.reason = f"{exc.code.text}: {exc.message}"
-                log.error("failed to load '%s' version %d: %s", name, status.version, status.reason)
+                reason = f"{exc.code.text}: {exc.message}"
+                log.error("failed to load '%s' version %d: %s", name, status.version, reason)
+                # clients see the reason without the server's folders (the log has them)
+                status.reason = redact_paths(reason, self._places(source))
                 return
             except Exception as exc:  # a bug must fail this model, not the server
                 status.state = ModelState.UNAVAILABLE
@@ -597,6 +599,14 @@ class ModelRepositoryManager(ModelLookups):
                 return
         status.state = ModelState.READY
         log.info("successfully loaded '%s' version %d", name, status.version)
+
+    def _places(self, source: Any) -> dict[str, str]:
+        """The server's folders a client-facing message names by role instead."""
+        places = {str(self.options.backend_directory): "<backend-directory>"}
+        path = getattr(source, "path", None)
+        if path is not None:
+            places[str(path)] = f"<model-repository>/{Path(path).name}"
+        return places
 
     def _unload_entry(self, entry: ModelEntry) -> None:
         """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).

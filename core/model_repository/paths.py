@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import Code, TritonError
 
-__all__ = ["safe_join", "escapes_root", "check_model_name", "check_relative_file"]
+__all__ = ["safe_join", "escapes_root", "check_model_name", "check_relative_file", "redact_paths"]
 
 
 def escapes_root(root: str | os.PathLike[str], candidate: str | os.PathLike[str]) -> bool:
@@ -83,3 +83,16 @@ def check_relative_file(root: str | os.PathLike[str], value: str, what: str) -> 
             Code.INVALID_ARG, f"invalid {what} '{value}': it must be a file name inside the model folder"
         )
     safe_join(root, value, what=what)
+
+
+def redact_paths(text: str, places: dict[str, str]) -> str:
+    """``text`` with each folder of ``places`` (absolute path -> role, e.g. ``<backend-directory>``) replaced.
+
+    For messages sent to clients: they name where the server looked without
+    telling an outside client where it is installed. The longest paths are
+    replaced first, so a folder inside another keeps its own role.
+    """
+    for path in sorted(places, key=len, reverse=True):
+        if path and path != "/":
+            text = text.replace(path.rstrip("/"), places[path])
+    return text

@@ -28,12 +28,12 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 from google.protobuf.message import DecodeError
 
-from ...core.errors import Code, TritonError
+from ...core.errors import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
-from ..base import grpc_status
+from ..base import DETAILS_CHARS, grpc_status
 from .servicer import HealthServicer, InferenceServicer
 from .transport import Transport
 
@@ -138,7 +138,7 @@ class _Waiting:
         if error is None:
             call.finish(parts, 0, "")  # the parts are copied into gRPC's buffer here, once
         else:
-            call.finish(None, grpc_status(error.code).value[0], error.message)
+            call.finish(None, grpc_status(error.code).value[0], clip(error.message, DETAILS_CHARS))
 
 
 def _finish(call: Any, body: bytes | list[bytes | memoryview] | None, context: NativeContext) -> None:

@@ -20,13 +20,13 @@ from typing import Any, AsyncIterator, Callable, TypeVar
 import grpc
 from google.protobuf import json_format
 
-from ...core.errors import Code, TritonError
+from ...core.errors import Code, TritonError, clip
 from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
-from ..base import grpc_status
+from ..base import DETAILS_CHARS, grpc_status
 from .repository import RepositoryServicerMixin
 from .shared_memory import SharedMemoryRpcs
 from .codec import (
@@ -52,7 +52,7 @@ _END = object()
 def _fail(context: grpc.aio.ServicerContext, exc: TritonError, empty: M) -> M:
     """Answer the call with ``exc``'s status and message (the message body is not sent)."""
     context.set_code(grpc_status(exc.code))
-    context.set_details(exc.message)
+    context.set_details(clip(exc.message, DETAILS_CHARS))
     return empty
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.errors import TritonError
+from ...core.errors import TritonError, clip
 from ...proto import grpc_service_pb2 as pb
-from ..base import grpc_status
+from ..base import DETAILS_CHARS, grpc_status
 
 __all__ = ["SharedMemoryRpcs"]
 
 
 def _fail(context: Any, exc: TritonError, empty: Any) -> Any:
     context.set_code(grpc_status(exc.code))
-    context.set_details(exc.message)
+    context.set_details(clip(exc.message, DETAILS_CHARS))
     return empty
 
 

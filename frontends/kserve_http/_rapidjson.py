@@ -11,7 +11,8 @@ places where RapidJSON differs:
   and bytes that are not UTF-8 passed through raw in both directions
   (``surrogateescape``), as RapidJSON neither validates nor escapes them;
 - parse errors: RapidJSON's message and offset
-  (``failed to parse the request JSON buffer: Invalid value. at 12``).
+  (``failed to parse the request JSON buffer: Invalid value. at 12``), with
+  INVALID_ARG (HTTP 400) where Triton answers INTERNAL (500).
 
 Runs in the core process, called by :mod:`.codec`.
 """
@@ -164,13 +165,26 @@ def _parse_error(exc: json.JSONDecodeError) -> TritonError:
         text = "Incorrect hex digit after \\u escape in string."
     else:
         text = msg + "."
-    return TritonError(Code.INTERNAL, f"failed to parse the request JSON buffer: {text} at {pos}")
+    return TritonError(Code.INVALID_ARG, f"failed to parse the request JSON buffer: {text} at {pos}")
+
+
+#: integer literals longer than this are read as doubles, as RapidJSON reads numbers beyond 64 bits
+#: (Python refuses to convert integer text of more than 4300 digits)
+_LONG_INT = 400
+
+
+def _number(text: str) -> int | float:
+    return float(text) if len(text) > _LONG_INT else int(text)
 
 
 def loads(buffer: memoryview | bytes) -> Any:
     """Parse a JSON document; bytes that are not UTF-8 survive inside strings.
 
-    :raises TritonError: INTERNAL with RapidJSON's message and offset.
+    An integer of hundreds of digits is read as a double (RapidJSON's
+    reading; the checks then refuse it where an integer is needed).
+
+    :raises TritonError: INVALID_ARG with RapidJSON's message and offset
+        (Triton 2.51 answers INTERNAL), also for a document nested too deeply.
     """
     text = str(buffer, "utf-8", "surrogateescape")
     try:
@@ -178,5 +192,17 @@ def loads(buffer: memoryview | bytes) -> Any:
     except json.JSONDecodeError as exc:
         raise _parse_error(exc) from None
     except RecursionError:
-        message = "failed to parse the request JSON buffer: the document is nested too deeply"
-        raise TritonError(Code.INTERNAL, message) from None
+        raise TritonError(Code.INVALID_ARG, _TOO_DEEP) from None
+    except ValueError:  # an integer beyond Python's digit limit: read long ones as doubles
+        pass
+    try:
+        return json.loads(text, parse_int=_number)
+    except json.JSONDecodeError as exc:
+        raise _parse_error(exc) from None
+    except RecursionError:
+        raise TritonError(Code.INVALID_ARG, _TOO_DEEP) from None
+    except ValueError as exc:
+        raise TritonError(Code.INVALID_ARG, f"failed to parse the request JSON buffer: {exc}") from None
+
+
+_TOO_DEEP = "failed to parse the request JSON buffer: the document is nested too deeply"

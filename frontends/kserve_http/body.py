@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...core.errors import Code, TritonError
 from ..base import http_status
 
-__all__ = ["BodyTooLarge", "body_too_large", "error_status"]
+__all__ = ["BodyTooLarge", "UnsupportedEncoding", "body_too_large", "error_status"]
 
 
 class BodyTooLarge(TritonError):
@@ -22,6 +22,19 @@ class BodyTooLarge(TritonError):
 
     def __init__(self, message: str) -> None:
         super().__init__(Code.INVALID_ARG, message)
+
+
+class UnsupportedEncoding(TritonError):
+    """A ``Content-Encoding`` other than gzip, deflate or identity (HTTP 415, with ``Accept-Encoding``).
+
+    Triton 2.51 answers 501 (a server error) for this client mistake.
+    """
+
+    http_status = 415
+    headers = {"Accept-Encoding": "gzip, deflate"}
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Code.UNSUPPORTED, message)
 
 
 def body_too_large(size: int | None, limit: int) -> BodyTooLarge:

@@ -8,8 +8,9 @@ data) into an :class:`~tritium.core.request.InferenceRequest`;
 the list of binary output buffers to send after it.
 
 Triton 2.51's HTTP endpoint (``http_server.cc``) is the reference: the order
-of the checks, their messages and codes are its own (its JSON accessors fail
-with INTERNAL, hence HTTP 500 for a malformed request). Binary data is never
+of the checks and their messages are its own; where its JSON accessors fail
+with INTERNAL (HTTP 500) for a malformed request, tritium answers INVALID_ARG
+(400): a client's mistake is never a server error (docs/compatibility.md). Binary data is never
 copied here: inputs are ``memoryview`` slices of the body, binary outputs are
 the response's own buffers. JSON data is checked and converted with C-level
 passes (``map``/``set``/``min``/``max`` and numpy), never an element loop in
@@ -27,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ...core.errors import Code, TritonError
+from ...core.errors import Code, TritonError, clip
 from ...core.memory.cuda import CudaRef
 from ...core.memory.shm_region import ShmRef
 from ...core.request import InferenceRequest, InferInput, RequestedOutput
@@ -65,8 +66,9 @@ _LEN = struct.Struct("<I")
 RegionResolver = Callable[[str, int, "int | None"], "ShmRef | CudaRef"]
 
 
-def _internal(message: str) -> TritonError:
-    return TritonError(Code.INTERNAL, message)
+def _malformed(message: str) -> TritonError:
+    """A request body Triton's JSON accessors refuse (INTERNAL, HTTP 500, in Triton 2.51; 400 here)."""
+    return TritonError(Code.INVALID_ARG, message)
 
 
 def _invalid(message: str) -> TritonError:
@@ -74,7 +76,7 @@ def _invalid(message: str) -> TritonError:
 
 
 def _size_mismatch(name: str) -> TritonError:
-    return _internal(f"output tensor shape does not match size of output for '{name}'")
+    return TritonError(Code.INTERNAL, f"output tensor shape does not match size of output for '{name}'")
 
 
 def _is_uint(value: Any) -> bool:
@@ -115,13 +117,14 @@ def header_length(value: str | None, content_length: int) -> int:
     if value is None:
         return content_length
     if value.isascii() and value.isdigit():  # the usual case
-        parsed = min(int(value), 2**31 - 1)
+        parsed = min(int(value[:12]), 2**31 - 1)  # more digits than that are past the clamp anyway
     else:
         match = _ATOI.match(value)
-        parsed = max(min(int(match.group(1)), 2**31 - 1), -(2**31)) if match else 0
+        digits = match.group(1)[:13] if match else "0"
+        parsed = max(min(int(digits), 2**31 - 1), -(2**31))
     if parsed < 0 or parsed > content_length:
         raise _invalid(
-            f"inference header size should be in range (0, {content_length}), got: {value}"
+            f"inference header size should be in range (0, {content_length}), got: {clip(value)}"
         )
     return parsed
 
@@ -131,15 +134,15 @@ def _encode_text(value: str, what: str) -> bytes:
         return value.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a lone surrogate from a \\uD8xx escape: RapidJSON refuses those
         message = f"Unable to parse '{what}': The surrogate pair in string is invalid."
-        raise _internal(message) from None
+        raise _malformed(message) from None
 
 
 def _member_string(obj: Mapping[str, Any], key: str) -> str:
     if key not in obj:
-        raise _internal(f"Unable to parse '{key}': {_MISSING}'{key}'")
+        raise _malformed(f"Unable to parse '{key}': {_MISSING}'{key}'")
     value = obj[key]
     if type(value) is not str:
-        raise _internal(f"Unable to parse '{key}': {_NOT_STRING}")
+        raise _malformed(f"Unable to parse '{key}': {_NOT_STRING}")
     return value
 
 
@@ -148,21 +151,21 @@ def _request_parameters(root: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         return {}, False
     params = root["parameters"]
     if not isinstance(params, dict):
-        raise _internal("failed to get request params.: attempt to get members for non-object")
+        raise _malformed("failed to get request params.: attempt to get members for non-object")
     out: dict[str, Any] = {}
     binary_output = False
     for key, value in params.items():
         kind = type(value)
         if key == "sequence_id":
             if not (_is_uint(value) or kind is str):
-                raise _internal(f"Unable to parse 'sequence_id': {_NOT_STRING}")
+                raise _malformed(f"Unable to parse 'sequence_id': {_NOT_STRING}")
         elif key in ("sequence_start", "sequence_end", "binary_data_output"):
             if kind is not bool:
-                raise _internal(f"Unable to parse '{key}': {_NOT_BOOL}")
+                raise _malformed(f"Unable to parse '{key}': {_NOT_BOOL}")
             binary_output = value if key == "binary_data_output" else binary_output
         elif key in ("priority", "timeout"):
             if not _is_uint(value):
-                raise _internal(f"Unable to parse '{key}': {_NOT_UINT}")
+                raise _malformed(f"Unable to parse '{key}': {_NOT_UINT}")
         elif key.startswith("triton_"):
             raise _invalid(
                 "parameter keys starting with 'triton_' are reserved for Triton usage and should "
@@ -181,12 +184,12 @@ def _request_parameters(root: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
 
 def _shape(obj: Mapping[str, Any]) -> list[int]:
     if "shape" not in obj:
-        raise _internal(f"Unable to parse 'shape': {_MISSING}'shape'")
+        raise _malformed(f"Unable to parse 'shape': {_MISSING}'shape'")
     shape = obj["shape"]
     if type(shape) is not list:
-        raise _internal(f"Unable to parse 'shape': {_NOT_ARRAY}")
+        raise _malformed(f"Unable to parse 'shape': {_NOT_ARRAY}")
     if not all(map(_is_uint, shape)):
-        raise _internal(f"Unable to parse 'shape': {_NOT_UINT}")
+        raise _malformed(f"Unable to parse 'shape': {_NOT_UINT}")
     return shape
 
 
@@ -229,7 +232,7 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
     if datatype == "BYTES":
         flat, types = _flatten(data)
         if types - {str}:
-            raise _internal(f"Unable to parse JSON bytes array: {_NOT_STRING}")
+            raise _malformed(f"Unable to parse JSON bytes array: {_NOT_STRING}")
         items = np.empty(len(flat), dtype=np.object_)
         items[:] = [_encode_text(s, "data") for s in flat]
         return serialize_bytes(items)  # type: ignore[return-value]
@@ -247,28 +250,28 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
     try:
         if datatype == "BOOL":
             if types - {bool}:
-                raise _internal(f"Unable to parse 'data': {_NOT_BOOL}")
+                raise _malformed(f"Unable to parse 'data': {_NOT_BOOL}")
             array = np.array(head, dtype=np.bool_)
         elif datatype in ("FP32", "FP64"):
             if types - {int, float}:
-                raise _internal(f"Unable to parse 'data': {_NOT_NUMBER}")
+                raise _malformed(f"Unable to parse 'data': {_NOT_NUMBER}")
             array = np.array(head, dtype=np.float64)
             if datatype == "FP32":
                 with np.errstate(over="ignore"):
                     array = array.astype(np.float32)
         elif datatype in _UNSIGNED:
             if types - {int} or (head and (min(head) < 0 or max(head) > _UINT64_MAX)):
-                raise _internal(f"Unable to parse 'data': {_NOT_UINT}")
+                raise _malformed(f"Unable to parse 'data': {_NOT_UINT}")
             # out-of-range values wrap, as Triton's C casts do
             array = np.array(head, dtype=np.uint64).astype(_UNSIGNED[datatype])
         else:
             if types - {int} or (head and (min(head) < _INT64_MIN or max(head) > _INT64_MAX)):
-                raise _internal(f"Unable to parse 'data': {_NOT_INT}")
+                raise _malformed(f"Unable to parse 'data': {_NOT_INT}")
             array = np.array(head, dtype=np.int64).astype(_SIGNED[datatype])
     except OverflowError:  # an integer literal beyond any double
-        raise _internal(f"Unable to parse 'data': {_NOT_NUMBER}") from None
+        raise _malformed(f"Unable to parse 'data': {_NOT_NUMBER}") from None
     if len(flat) != count:
-        raise _internal(_SHAPE_MISMATCH)
+        raise _malformed(_SHAPE_MISMATCH)
     return memoryview(array).cast("B")
 
 
@@ -282,10 +285,10 @@ def _shared_memory(params: Mapping[str, Any], regions: RegionResolver | None) ->
     if "shared_memory_region" in params:
         region = params["shared_memory_region"]
         if type(region) is not str:
-            raise _internal(f"Unable to parse 'shared_memory_region': {_NOT_STRING}")
+            raise _malformed(f"Unable to parse 'shared_memory_region': {_NOT_STRING}")
     for key in ("shared_memory_offset", "shared_memory_byte_size"):
         if key in params and not _is_uint(params[key]):
-            raise _internal(f"Unable to parse '{key}': {_NOT_UINT}")
+            raise _malformed(f"Unable to parse '{key}': {_NOT_UINT}")
     if region is None:
         return None
     if regions is None:
@@ -302,10 +305,10 @@ def _inputs(
     regions: RegionResolver | None,
 ) -> list[InferInput]:
     if "inputs" not in root:
-        raise _internal(f"Unable to parse 'inputs': {_MISSING}'inputs'")
+        raise _malformed(f"Unable to parse 'inputs': {_MISSING}'inputs'")
     items = root["inputs"]
     if type(items) is not list:
-        raise _internal(f"Unable to parse 'inputs': {_NOT_ARRAY}")
+        raise _malformed(f"Unable to parse 'inputs': {_NOT_ARRAY}")
     offset, end = start, len(body)
     seen: set[str] = set()
     inputs: list[InferInput] = []
@@ -342,7 +345,7 @@ def _inputs(
         if has_binary:
             size = params["binary_data_size"]
             if not _is_uint(size):
-                raise _internal(f"Unable to parse 'binary_data_size': {_NOT_UINT}")
+                raise _malformed(f"Unable to parse 'binary_data_size': {_NOT_UINT}")
             if size > end - offset:
                 missing = size - (end - offset)
                 raise _invalid(
@@ -362,7 +365,7 @@ def _inputs(
             else:
                 values = obj["data"]
                 if type(values) is not list:
-                    raise _internal(f"Unable to parse 'data': {_NOT_ARRAY}")
+                    raise _malformed(f"Unable to parse 'data': {_NOT_ARRAY}")
                 data = _json_tensor(name, datatype, values, count)
         inputs.append(InferInput(name, datatype, shape, data, _input_parameters(params), ref, at))
     if offset != end:
@@ -377,7 +380,7 @@ def _outputs(
         return []
     items = root["outputs"]
     if type(items) is not list:
-        raise _internal(f"Unable to parse 'outputs': {_NOT_ARRAY}")
+        raise _malformed(f"Unable to parse 'outputs': {_NOT_ARRAY}")
     outputs: list[RequestedOutput] = []
     for item in items:
         obj = item if isinstance(item, dict) else {}
@@ -388,17 +391,17 @@ def _outputs(
                 raise _invalid("Output can't set both 'shared_memory_region' and 'classification'")
             if "binary_data" in params:
                 if type(params["binary_data"]) is not bool:
-                    raise _internal(f"Unable to set 'binary_data': {_NOT_BOOL}")
+                    raise _malformed(f"Unable to set 'binary_data': {_NOT_BOOL}")
                 if params["binary_data"]:
                     raise _invalid("Output can't set both 'shared_memory_region' and 'binary_data'")
         name = _member_string(obj, "name")
         classes = params.get("classification", 0)
         if not _is_uint(classes):
-            raise _internal(f"Unable to set 'classification': {_NOT_UINT}")
+            raise _malformed(f"Unable to set 'classification': {_NOT_UINT}")
         ref = _shared_memory(params, regions)
         binary = params.get("binary_data", False)
         if type(binary) is not bool:
-            raise _internal(f"Unable to parse 'binary_data': {_NOT_BOOL}")
+            raise _malformed(f"Unable to parse 'binary_data': {_NOT_BOOL}")
         if name not in plan.binary:  # a repeated output keeps its first settings, as in Triton
             plan.binary[name] = binary
             outputs.append(RequestedOutput(name, {"classification": classes} if classes else {}, ref))
@@ -419,8 +422,8 @@ def parse_infer_request(
     :param header_length: bytes of JSON header at its start (> 0).
     :param regions: resolves tensors given in registered shared-memory regions
         (None: no region exists).
-    :raises TritonError: INTERNAL for malformed JSON (Triton's "Unable to
-        parse ..." messages), INVALID_ARG for inconsistent sizes, NOT_FOUND for
+    :raises TritonError: INVALID_ARG for malformed JSON (Triton's "Unable to
+        parse ..." messages; Triton answers those with INTERNAL), INVALID_ARG for inconsistent sizes, NOT_FOUND for
         an unknown shared-memory region.
     """
     plain = plain_request(body[:header_length], body, header_length, model_name, model_version)
@@ -432,7 +435,7 @@ def parse_infer_request(
     request_id = ""
     if "id" in root:
         if type(root["id"]) is not str:
-            raise _internal(f"Unable to parse 'id': {_NOT_STRING}")
+            raise _malformed(f"Unable to parse 'id': {_NOT_STRING}")
         request_id = root["id"]
         _encode_text(request_id, "id")
     parameters, binary_output = _request_parameters(root)

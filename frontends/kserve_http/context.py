@@ -62,4 +62,6 @@ class EndpointContext:
 
 def error_response(exc: TritonError, headers: dict[str, str] | None = None) -> HttpResponse:
     """Triton's error answer: ``{"error": "<message>"}`` with the error's HTTP status."""
+    if headers is None:
+        headers = getattr(exc, "headers", None)
     return HttpResponse(error_status(exc), codec.dumps({"error": exc.message}), headers=headers)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
 from ...core.errors import Code, TritonError
@@ -37,15 +36,12 @@ def _json(body: Any) -> HttpResponse:
 def _body(request: HttpRequest) -> dict[str, Any]:
     """The JSON body ({} when empty or not an object; the connection enforced the size limit).
 
-    :raises TritonError: INTERNAL for a body that is not JSON (Triton's status).
+    :raises TritonError: INVALID_ARG for a body that is not JSON (Triton: INTERNAL).
     """
     raw = request.body
     if not raw:
         return {}
-    try:
-        data = json.loads(bytes(raw))
-    except ValueError as exc:
-        raise TritonError(Code.INTERNAL, f"failed to parse the request JSON buffer: {exc}") from None
+    data = codec.loads(raw)  # RapidJSON's messages; nesting and huge numbers are 400 too
     return data if isinstance(data, dict) else {}  # Triton: JSON that is not an object has no members
 
 
@@ -60,7 +56,7 @@ def repository_index(ctx: EndpointContext, request: HttpRequest) -> HttpResponse
         body = _body(request)
         ready = body.get("ready", False)
         if not isinstance(ready, bool):
-            raise TritonError(Code.INTERNAL, "attempt to access JSON non-boolean as boolean")
+            raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-boolean as boolean")
         return _json(ctx.server.repository_index(ready))
     except TritonError as exc:
         return error_response(exc)
@@ -75,17 +71,17 @@ async def model_load(ctx: EndpointContext, request: HttpRequest) -> HttpResponse
         for key, value in params.items():
             if key == "config":
                 if not isinstance(value, str):
-                    raise TritonError(Code.INTERNAL, "attempt to access JSON non-string as string")
+                    raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-string as string")
                 config = value
             elif key.startswith(_FILE):
                 if not isinstance(value, str):
-                    raise TritonError(Code.INTERNAL, "attempt to access JSON non-string as string")
+                    raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-string as string")
                 try:
                     files[key[len(_FILE):]] = base64.b64decode(value, validate=True)
                 except (binascii.Error, ValueError):
                     raise TritonError(Code.INVALID_ARG, f"failed to decode the base64 contents of '{key}'") from None
             else:
-                raise TritonError(Code.INTERNAL, "unexpected error on creating Triton parameter")
+                raise TritonError(Code.INVALID_ARG, "unexpected error on creating Triton parameter")
         await ctx.server.load_model(request.params["model"], config, files or None)
     except TritonError as exc:
         return error_response(exc)

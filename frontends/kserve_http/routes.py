@@ -12,17 +12,19 @@ ones that wait (inference, model loading) are coroutines.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core.errors import Code, TritonError
+from ...core.errors import Code, TritonError, clip
 from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
 from . import codec
 from .context import EndpointContext, error_response
-from .body import BodyTooLarge
+from .body import BodyTooLarge, UnsupportedEncoding
 from .connection import HttpRequest, HttpResponse
 from .repository import add_repository_routes
 from .router import Router
@@ -119,18 +121,35 @@ def model_stats(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
 # -- inference ---------------------------------------------------------------------------------
 
 
-def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+#: a compressed body is inflated this many bytes at a time, the total checked against the limit
+_INFLATE_STEP = 4 << 20
+
+
+def _decompress(body: bytes | memoryview, encoding: str, limit: int) -> bytearray:
+    """Inflate ``body`` step by step; refused (413) as soon as the output passes ``limit``.
+
+    Memory held is at most ``limit`` plus one step, however large the
+    compression ratio (a "zip bomb" is refused after ``limit`` bytes).
+    """
     if not body:
         raise TritonError(Code.INVALID_ARG, "nothing to be decompressed")
     inflater = zlib.decompressobj(wbits=47)  # zlib or gzip, as Triton's inflateInit2(15 | 32)
+    out = bytearray()
+    data: bytes | memoryview = body
     try:
-        data = inflater.decompress(body, limit + 1)
+        while data:
+            out += inflater.decompress(data, _INFLATE_STEP)
+            if len(out) > limit:
+                break
+            data = inflater.unconsumed_tail
+        else:
+            out += inflater.flush()
     except zlib.error as exc:
         message = f"failed to decompress the '{encoding}' request body: {exc}"
         raise TritonError(Code.INVALID_ARG, message) from None
-    if len(data) > limit:
+    if len(out) > limit:
         raise BodyTooLarge(f"decompressed request body exceeds the maximum request size of {limit} bytes")
-    return data
+    return out
 
 
 def _compress(data: list[memoryview | bytes], encoding: str) -> bytes:
@@ -166,22 +185,45 @@ def _accepted_encoding(header: str | None) -> str | None:
     return None if chosen == "identity" else chosen
 
 
+#: an inference body whose JSON (or, compressed, whose body) is larger than this is decompressed
+#: and parsed on a thread of :data:`_PARSE_THREADS`, so the event loop keeps serving meanwhile
+OFFLOAD_JSON_BYTES = 1 << 20
+OFFLOAD_COMPRESSED_BYTES = 16 << 10
+#: the threads that decompress and parse large bodies (a few: more large bodies wait their turn)
+_PARSE_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tritium-http-parse")
+_IHCL = "inference-header-content-length"
+
+
 def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     """``POST /v2/models/{m}[/versions/{v}]/infer``: one inference, JSON and/or binary tensors.
 
     Answers from the model's completion callback (``request.respond``), with no task
     or coroutine per request; errors found before the model runs are answered at once.
+    A large JSON or compressed body is decoded on a parse thread first (one task).
     """
     try:
-        parsed = _parse(ctx, request)
+        model = _model(ctx, request)
+        encoding = _encoding(request)
+        size = len(request.body)
+        if size > OFFLOAD_COMPRESSED_BYTES and (
+            encoding is not None
+            or (size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES)
+        ):
+            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding))
+            return None
+        parsed = _parse(ctx, request, model, encoding)
     except TritonError as exc:
         return error_response(exc)
     except Exception as exc:  # a bug must not take the connection down without an answer
         log.exception("HTTP inference request failed")
         return error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-    if isinstance(parsed, HttpResponse):
-        return parsed
-    ireq, plan, model = parsed
+    return _submit(ctx, request, parsed, model)
+
+
+def _submit(
+    ctx: EndpointContext, request: HttpRequest, parsed: tuple[InferenceRequest, codec.OutputPlan], model: Any
+) -> HttpResponse | None:
+    ireq, plan = parsed
     respond = request.respond
     inflight = ctx.inflight
 
@@ -213,34 +255,71 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     return None
 
 
-def _parse(ctx: EndpointContext, request: HttpRequest) -> tuple[InferenceRequest, codec.OutputPlan, Any] | HttpResponse:
-    """The request, its output plan and its model; or the answer to a body that cannot be read."""
-    server = ctx.server
-    name = request.params["model"]
-    version = _version(request)
-    model = server.model(name, version)
+_TASKS: set[asyncio.Task[None]] = set()
+
+
+def _spawn(ctx: EndpointContext, coroutine: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coroutine)
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+
+
+async def _infer_offloaded(ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None) -> None:
+    """:func:`infer` for a large body: decoded on a parse thread, then submitted from the loop."""
+    loop = asyncio.get_running_loop()
+    try:
+        parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding)
+        answer = _submit(ctx, request, parsed, model)
+    except TritonError as exc:
+        answer = error_response(exc)
+    except Exception as exc:
+        log.exception("HTTP inference request failed")
+        answer = error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
+    if answer is not None:
+        request.respond(answer)
+
+
+def _model(ctx: EndpointContext, request: HttpRequest) -> Any:
+    """The model a request names (raises NOT_FOUND/UNAVAILABLE; HTTP cannot serve decoupled models)."""
+    model = ctx.server.model(request.params["model"], _version(request))
     if model.decoupled:
         message = "HTTP end point doesn't support models with decoupled transaction policy"
         raise TritonError(Code.UNSUPPORTED, message)
-    headers = request.headers
-    encoding = headers.get("content-encoding")
-    body = request.body
+    return model
+
+
+def _encoding(request: HttpRequest) -> str | None:
+    """The body's ``Content-Encoding`` (None: identity); 415 for one Triton does not read."""
+    encoding = request.headers.get("content-encoding")
     if encoding in (None, "", "identity"):
-        encoding = None
-    elif encoding not in ("gzip", "deflate"):
-        unsupported = TritonError(Code.UNSUPPORTED, "Unsupported compression type")
-        return error_response(unsupported, {"Accept-Encoding": "gzip, deflate"})
-    else:
+        return None
+    if encoding not in ("gzip", "deflate"):
+        raise UnsupportedEncoding("Unsupported compression type")
+    return encoding
+
+
+def _parse(
+    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None
+) -> tuple[InferenceRequest, codec.OutputPlan]:
+    """The request and its output plan, from the (decompressed) body.
+
+    Pure computation over the body: runs on the event loop for the usual
+    bodies, on a parse thread for large ones.
+    """
+    headers = request.headers
+    body = request.body
+    if encoding is not None:
         body = _decompress(body, encoding, ctx.max_request_bytes)
     view = memoryview(body)
-    length = codec.header_length(headers.get("inference-header-content-length"), len(view))
+    name, version = request.params["model"], _version(request)
+    length = codec.header_length(headers.get(_IHCL), len(view))
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
     else:
-        ireq, plan = codec.parse_infer_request(view, length, name, version, server.shared_memory.resolve)
+        ireq, plan = codec.parse_infer_request(view, length, name, version, ctx.server.shared_memory.resolve)
     if encoding is None:
         ireq.buffer = request.body_block  # binary inputs already lie in the arena
-    return ireq, plan, model
+    return ireq, plan
 
 
 def _render(request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan) -> HttpResponse:

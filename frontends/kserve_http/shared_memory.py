@@ -39,7 +39,7 @@ def _answer(body: Any = None, error: TritonError | None = None) -> HttpResponse:
 def _register_body(request: HttpRequest) -> Mapping[str, Any]:
     doc = codec.loads(request.body)  # the connection refused bodies over --max-request-bytes
     if not isinstance(doc, dict):
-        raise TritonError(Code.INTERNAL, "attempt to access non-object JSON as object")
+        raise TritonError(Code.INVALID_ARG, "attempt to access non-object JSON as object")
     return doc
 
 
@@ -52,13 +52,13 @@ def _field(doc: Mapping[str, Any], key: str, kind: str, default: Any = None) -> 
     value = doc[key]
     if kind == "str":
         if type(value) is not str:
-            raise TritonError(Code.INTERNAL, _NOT_STRING)
+            raise TritonError(Code.INVALID_ARG, _NOT_STRING)
     elif kind == "uint":
         if type(value) is not int or not 0 <= value <= _UINT64_MAX:
-            raise TritonError(Code.INTERNAL, _NOT_UINT)
+            raise TritonError(Code.INVALID_ARG, _NOT_UINT)
     elif kind == "int":
         if type(value) is not int:
-            raise TritonError(Code.INTERNAL, _NOT_INT)
+            raise TritonError(Code.INVALID_ARG, _NOT_INT)
     return value
 
 

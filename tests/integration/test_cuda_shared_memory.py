@@ -155,8 +155,8 @@ def test_errors_and_the_server_keeps_serving(server: InProcessServer, fake: Fake
                 f"{bad} Invalid offset for shared memory region: 'in'")
             assert error(client, module, ("in", 60, 0), None).endswith(
                 "input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. Expected 64, got 60")
-            assert error(client, module, None, ("small", 32, 0)) == (
-                f"{internal} shared memory size specified with the request for output 'OUTPUT0' (32 bytes) "
+            assert error(client, module, None, ("small", 32, 0)) == (  # Triton: INTERNAL (500)
+                f"{bad} shared memory size specified with the request for output 'OUTPUT0' (32 bytes) "
                 "should be at least 64 bytes to hold the results")
             fake.fail["cudaMemcpy"] = FakeCudaError.cudaErrorIllegalAddress
             try:

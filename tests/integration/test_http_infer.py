@@ -197,7 +197,7 @@ def test_json_data_type_errors(
     server: ServerProcess, datatype: str, data: list[Any], message: str
 ) -> None:
     status, _, body = infer_json(server, one(f"IN_{datatype}", datatype, [len(data)], data))
-    assert (status, json.loads(body)) == (500, {"error": f"Unable to parse 'data': {message}"})
+    assert (status, json.loads(body)) == (400, {"error": f"Unable to parse 'data': {message}"})  # Triton: 500
 
 
 @pytest.mark.parametrize("datatype", ["FP16", "BF16"])

@@ -129,9 +129,9 @@ def test_index_over_grpc(server: ServerProcess) -> None:
 
 
 def test_index_bad_bodies(server: ServerProcess) -> None:
-    assert post(server, "/v2/repository/index", b"{bad")[0] == 500
+    assert post(server, "/v2/repository/index", b"{bad")[0] == 400  # Triton: 500
     assert post(server, "/v2/repository/index", {"ready": "yes"}) == (
-        500, {"error": "attempt to access JSON non-boolean as boolean"}
+        400, {"error": "attempt to access JSON non-boolean as boolean"}
     )
     status, _, body = http_call(server, "GET", "/v2/repository/index")
     assert (status, json.loads(body)) == (405, {"error": "Method Not Allowed"})
@@ -231,10 +231,10 @@ def test_load_with_a_bad_config_override_keeps_the_loaded_model(server: ServerPr
         500, {"error": message}
     )
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"config": 5}}) == (
-        500, {"error": "attempt to access JSON non-string as string"}
+        400, {"error": "attempt to access JSON non-string as string"}
     )
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"foo": "bar"}}) == (
-        500, {"error": "unexpected error on creating Triton parameter"}
+        400, {"error": "unexpected error on creating Triton parameter"}
     )
     request = pb.RepositoryModelLoadRequest(model_name="m")
     request.parameters["config"].string_param = "{bad"
