@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .composition import Composition
+from .network import DEFAULT_MAX_REQUEST_BYTES, NetworkSettings
 
 __all__ = ["ServerOptions", "default_backend_directory"]
 
@@ -35,7 +36,8 @@ class ServerOptions:
     :ivar arena_dir: put shared-memory arena segments in this folder instead of memory.
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
-    :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes.
+    :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes (default 512 MiB).
+    :ivar network: body budget, timeouts, gRPC keepalive and TLS (:class:`~.network.NetworkSettings`).
     :ivar model_control_mode: ``none`` / ``poll`` / ``explicit`` (``--model-control-mode``).
     :ivar startup_models: models loaded at start-up in ``explicit`` mode (``--load-model``;
         ``["*"]`` = every model).
@@ -78,7 +80,7 @@ class ServerOptions:
     metrics: bool = True
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
-    max_request_bytes: int = 1 << 31
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     model_control_mode: str = "none"
     startup_models: list[str] = field(default_factory=list)
     repository_poll_s: float = 15.0
@@ -91,5 +93,6 @@ class ServerOptions:
     frontend_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     rate_limit: str = "off"
     rate_limit_resources: list[tuple[str, int, int | None]] = field(default_factory=list)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0

@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from .errors import Code, TritonError
 from .request import InferenceRequest, InferInput
 from .types import DataType, by_config_name, by_name, element_count
@@ -268,6 +270,23 @@ def check_input_bytes(sig: ModelSignature, request: InferenceRequest, inp: Infer
 _LEN = struct.Struct("<I")
 
 
+#: BYTES inputs of more elements than this try the vectorised check first
+_UNIFORM_FROM = 4096
+
+
+def _uniform_elements(view: memoryview, count: int) -> bool:
+    """Whether ``view`` is ``count`` elements that all have the first one's length (numpy, no loop)."""
+    end = len(view)
+    if end < 4:
+        return False
+    (size,) = _LEN.unpack_from(view, 0)
+    stride = 4 + size
+    if stride * count != end:
+        return False
+    lengths = np.ndarray((count,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
+    return bool((lengths == size).all())
+
+
 def check_bytes_elements(
     sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes
 ) -> None:
@@ -280,6 +299,8 @@ def check_bytes_elements(
     prefix = request_prefix(request.id)
     view = memoryview(buffer)
     end = len(view)
+    if expected > _UNIFORM_FROM and _uniform_elements(view, expected):
+        return  # every element has the same length: checked in one vectorised pass
     pos = 0
     count = 0
     while pos < end:

@@ -18,6 +18,8 @@ import sys
 from typing import Any, Sequence
 
 from . import __version__
+from .cli_network import add_network_flags, network_settings
+from .core.network import DEFAULT_MAX_REQUEST_BYTES
 
 log = logging.getLogger("tritium.server")
 
@@ -32,14 +34,7 @@ NOT_YET = {
     "--model-namespacing": "model namespacing",
     "--http-header-forward-pattern": "header forwarding",
     "--grpc-header-forward-pattern": "header forwarding",
-    "--grpc-use-ssl": "gRPC over TLS",
-    "--grpc-use-ssl-mutual": "gRPC over TLS",
-    "--grpc-server-cert": "gRPC over TLS",
-    "--grpc-server-key": "gRPC over TLS",
-    "--grpc-root-cert": "gRPC over TLS",
     "--grpc-infer-allocation-pool-size": "gRPC allocation pools",
-    "--grpc-keepalive-time": "gRPC keepalive settings",
-    "--grpc-keepalive-timeout": "gRPC keepalive settings",
     "--allow-sagemaker": "the SageMaker endpoint",
     "--sagemaker-port": "the SageMaker endpoint",
     "--allow-vertex-ai": "the Vertex AI endpoint",
@@ -281,9 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the response cache: local,size=<bytes> or redis,host=<host>,port=<port> (repeatable)",
     )
     p.add_argument(
-        "--max-request-bytes", type=int, default=1 << 31, metavar="BYTES",
-        help="tritium: the largest request body accepted over HTTP and gRPC (default 2 GiB)",
+        "--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="BYTES",
+        help="tritium: the largest request body accepted over HTTP and gRPC (default 512 MiB)",
     )
+    add_network_flags(p, _bool)
     p.add_argument(
         "--arena-dir", metavar="PATH",
         help="tritium: place shared-memory arena segments in this folder (file-backed) instead of memory",
@@ -352,6 +348,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         metrics_port=args.metrics_port,
         rate_limit=args.rate_limit,
         rate_limit_resources=list(args.rate_limit_resource),
+        network=network_settings(parser, args),
     )
     openai = {"port": args.openai_port, "address": args.openai_address}
     if any(v is not None for v in openai.values()):

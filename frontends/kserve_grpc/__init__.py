@@ -17,6 +17,11 @@ extra gRPC channel arguments (``"grpc.keepalive_time_ms" = 7200000``);
 ``transport``: ``"auto"`` (default: native when built, else grpc.aio, said
 once in the log), ``"native"`` (an error at start-up when not built) or
 ``"aio"``.
+
+Keepalive and idle connections follow Triton's ``--grpc-keepalive-*`` and
+``--grpc-http2-*`` flags and tritium's ``--grpc-max-connection-idle-secs``
+(channel arguments, :mod:`tritium.cli_network`); ``--grpc-use-ssl`` serves
+TLS (on the grpc.aio transport: :mod:`.tls`).
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class GRPCFrontend:
     :param options: extra gRPC channel arguments.
     :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
     :param transport: ``"auto"``, ``"native"`` or ``"aio"`` (see the module's docs).
+    :param tls: TLS files (:class:`~tritium.core.network.TlsFiles`, ``--grpc-use-ssl``), None: plaintext.
+        TLS is served by the grpc.aio transport.
     :raises TritonError: INVALID_ARG for another ``transport``.
     """
 
@@ -74,6 +81,7 @@ class GRPCFrontend:
         options: Mapping[str, Any] | None = None,
         restrictions: dict[str, tuple[str, str]] | None = None,
         transport: str = "auto",
+        tls: Any = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise TritonError(
@@ -92,10 +100,20 @@ class GRPCFrontend:
         self.options = list(base.items())
         self.restrictions = dict(restrictions or {})
         self.transport = transport
+        self.tls = tls
         self._transport: Any = None
 
     def _make_transport(self) -> Any:
         servicer, health = InferenceServicer(self.server), HealthServicer(self.server)
+        if self.tls is not None:
+            if self.transport == "native":
+                raise TritonError(Code.UNAVAILABLE, "gRPC: the native transport does not serve TLS; use transport = \"auto\"")
+            from .aio_transport import AioTransport
+            from .tls import server_credentials
+
+            aio = AioTransport(servicer, health, self.options, self.restrictions)
+            aio.credentials = server_credentials(self.tls)
+            return aio
         if self.transport != "aio":
             native, reason = load_native_transport()
             if native is not None:
@@ -132,12 +150,14 @@ def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> GRP
     if name != "grpc":
         return None
     options = server.options
+    network = options.network
     return GRPCFrontend(
         server,
         options.grpc_address,
         options.grpc_port,
         options.max_request_bytes,
-        dict(settings.get("options") or {}),
+        {**network.grpc_channel_args, **dict(settings.get("options") or {})},
         options.grpc_restricted_protocol,
         str(settings.get("transport", "auto")),
+        network.grpc_tls,
     )

@@ -30,6 +30,8 @@ class AioTransport(Transport):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._server: grpc.aio.Server | None = None
+        #: TLS credentials (``--grpc-use-ssl``), None: plaintext
+        self.credentials: grpc.ServerCredentials | None = None
 
     async def start(self, address: str) -> None:
         """Bind ``address`` (``host:port``) and serve; runs on the core's event loop.
@@ -42,7 +44,10 @@ class AioTransport(Transport):
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         try:
-            bound = server.add_insecure_port(address)
+            if self.credentials is not None:
+                bound = server.add_secure_port(address, self.credentials)
+            else:
+                bound = server.add_insecure_port(address)
         except RuntimeError:
             bound = 0
         if not bound:

@@ -31,7 +31,7 @@ from ...core.response import InferenceResponse
 from ...core.tensor import serialize_bytes
 from ...core.types import by_name
 from ...proto import grpc_service_pb2 as pb
-from .wire import LARGE, raw_output_parts, split_raw_inputs
+from .wire import LARGE, NATIVE_SPLIT, raw_output_parts, split_raw_inputs
 
 __all__ = [
     "parse_version",
@@ -388,7 +388,7 @@ def parse_infer_request(data: bytes | memoryview) -> tuple[pb.ModelInferRequest,
     :raises TritonError: INVALID_ARG for bytes that are not a ``ModelInferRequest``.
     """
     try:
-        if len(data) < LARGE:
+        if len(data) < LARGE or not NATIVE_SPLIT:
             request = pb.ModelInferRequest.FromString(data)
             return request, request.raw_input_contents
         rest, raws = split_raw_inputs(data)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
+import signal
 from typing import Any, Awaitable, Callable
 
 from ...core.errors import Code, TritonError
 from ...core.server import InferenceServer
 from .body import body_too_large
 from .connection import HttpConnection, HttpRequest, HttpResponse
-from .connection_table import ConnectionTable
+from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .restricted import restriction_error
 from .router import METHOD_NOT_ALLOWED, NOT_FOUND, Router
@@ -27,6 +29,9 @@ from .routes import add_routes
 log = logging.getLogger("tritium.http")
 
 __all__ = ["HTTPFrontend", "create_router", "frontend_from_options"]
+
+#: bodies from this size on are received into an anonymous mapping rather than a bytearray
+_MAPPED_BODY = 1 << 20
 
 
 def create_router() -> Router:
@@ -44,6 +49,10 @@ class HTTPFrontend:
     :param port: port to bind (``--http-port``).
     :param max_request_bytes: request body limit (larger bodies get 413).
     :param restrictions: ``--http-restricted-api`` groups: group -> (header, value).
+    :param max_inflight_bytes: the budget for bytes of request bodies held at once, over all
+        connections (0: four times ``max_request_bytes``); a body past it is answered 503.
+    :param timeouts: header, body and keep-alive idle timeouts (:class:`~.connection_table.HttpTimeouts`).
+    :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     """
 
     name = "http"
@@ -55,6 +64,9 @@ class HTTPFrontend:
         port: int,
         max_request_bytes: int,
         restrictions: dict[str, tuple[str, str]] | None = None,
+        max_inflight_bytes: int = 0,
+        timeouts: HttpTimeouts | None = None,
+        tls: Any = None,
     ) -> None:
         self.server = server
         self.address = address
@@ -62,7 +74,11 @@ class HTTPFrontend:
         self.context = EndpointContext(server, max_request_bytes)
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
-        self.connections = ConnectionTable()
+        self.connections = ConnectionTable(timeouts)
+        #: bytes of request bodies being received or handled, and their budget
+        self.inflight_bytes = 0
+        self.max_inflight_bytes = max(max_inflight_bytes or 4 * max_request_bytes, max_request_bytes)
+        self.tls = tls
         self._listener: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -76,8 +92,34 @@ class HTTPFrontend:
         """413 for a body of ``size`` bytes (None: a chunked body past the limit)."""
         return error_response(body_too_large(size, self.context.max_request_bytes))
 
+    def reserve(self, size: int) -> bool:
+        """Take ``size`` bytes of the budget for bodies in flight (``--max-inflight-request-bytes``)."""
+        held = self.inflight_bytes + size
+        if held > self.max_inflight_bytes:
+            return False
+        self.inflight_bytes = held
+        return True
+
+    def unreserve(self, size: int) -> None:
+        """Give back bytes taken by :meth:`reserve`."""
+        self.inflight_bytes -= size
+
+    def busy(self) -> HttpResponse:
+        """503 (with ``Retry-After``) for a body the budget for bodies in flight cannot hold now."""
+        log.info("HTTP: a request body was refused: %d bytes of bodies are in flight already", self.inflight_bytes)
+        error = TritonError(
+            Code.UNAVAILABLE,
+            f"the server holds {self.max_inflight_bytes} bytes of request bodies already; retry later",
+        )
+        return error_response(error, {"Retry-After": "1"})
+
     def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
-        """The inference routes' binary bodies go into the arena (no copy to the worker); others into memory."""
+        """The inference routes' binary bodies go into the arena (no copy to the worker); others into memory.
+
+        A large body in memory is an anonymous mapping: pages are taken as the
+        bytes arrive (a client that declares a size and sends nothing costs
+        nothing) and go back to the system as soon as the request is dropped.
+        """
         route, params = self.router.resolve(request.path)
         request.route, request.params = route, params
         if (
@@ -88,6 +130,8 @@ class HTTPFrontend:
         ):
             block = self.server.request_buffer(size)
             return block.view, block
+        if size >= _MAPPED_BODY:
+            return memoryview(mmap.mmap(-1, size)), None
         return memoryview(bytearray(size)), None
 
     def dispatch(self, request: HttpRequest, respond: Callable[[HttpResponse], None]) -> None:
@@ -136,14 +180,24 @@ class HTTPFrontend:
         :raises OSError: when the port cannot be bound.
         """
         loop = asyncio.get_running_loop()
+        context = None
+        if self.tls is not None:
+            from .tls import reload_certificate, ssl_context
+
+            context = ssl_context(self.tls)
+            try:
+                loop.add_signal_handler(signal.SIGHUP, reload_certificate, context, self.tls)
+            except (ValueError, RuntimeError, NotImplementedError):  # not the main thread (in-process use)
+                pass
         self._listener = await loop.create_server(
             lambda: HttpConnection(self, self.connections),
             self.address,
             self.port,
             reuse_address=True,
             backlog=1024,
+            ssl=context,
         )
-        log.info("Started HTTPService at %s:%d", self.address, self.port)
+        log.info("Started HTTPService at %s:%d%s", self.address, self.port, " (HTTPS)" if context else "")
 
     async def stop(self, grace: float) -> None:
         """Stop accepting connections, let requests in flight finish for ``grace`` s, close."""
@@ -165,5 +219,16 @@ def frontend_from_options(server: Any) -> HTTPFrontend:
     """The frontend for ``server.options`` (address, port and request size limit)."""
     options = server.options
     return HTTPFrontend(
-        server, options.http_address, options.http_port, options.max_request_bytes, options.http_restricted_api
+        server,
+        options.http_address,
+        options.http_port,
+        options.max_request_bytes,
+        options.http_restricted_api,
+        options.network.max_inflight_request_bytes,
+        HttpTimeouts(
+            options.network.http_header_timeout_s,
+            options.network.http_body_timeout_s,
+            options.network.http_idle_timeout_s,
+        ),
+        options.network.http_tls,
     )

@@ -102,6 +102,11 @@ class OutputPlan:
         """Whether output ``name`` is sent as binary data."""
         return self.binary.get(name, self.default_binary)
 
+    @property
+    def json_outputs(self) -> bool:
+        """Whether some output may be sent as JSON ``data``."""
+        return not self.default_binary or not all(self.binary.values())
+
 
 _ATOI = re.compile(r"\s*([+-]?\d+)")  # the prefix C atoi reads
 
@@ -227,6 +232,17 @@ _UNSIGNED = {"UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT6
 _SIGNED = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64}
 
 
+#: JSON values are converted to numpy this many at a time: each conversion holds the GIL, so a
+#: large tensor parsed on a parse thread lets the event loop run between the pieces
+_PIECE = 1 << 18
+
+
+def _array(values: list[Any], dtype: Any) -> np.ndarray:
+    if len(values) <= _PIECE:
+        return np.array(values, dtype=dtype)
+    return np.concatenate([np.array(values[i : i + _PIECE], dtype=dtype) for i in range(0, len(values), _PIECE)])
+
+
 def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes | memoryview:
     """The raw bytes of a tensor given as JSON ``data``, checked as ``ReadDataFromJson`` does."""
     if datatype == "BYTES":
@@ -251,11 +267,11 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
         if datatype == "BOOL":
             if types - {bool}:
                 raise _malformed(f"Unable to parse 'data': {_NOT_BOOL}")
-            array = np.array(head, dtype=np.bool_)
+            array = _array(head, np.bool_)
         elif datatype in ("FP32", "FP64"):
             if types - {int, float}:
                 raise _malformed(f"Unable to parse 'data': {_NOT_NUMBER}")
-            array = np.array(head, dtype=np.float64)
+            array = _array(head, np.float64)
             if datatype == "FP32":
                 with np.errstate(over="ignore"):
                     array = array.astype(np.float32)
@@ -263,11 +279,11 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
             if types - {int} or (head and (min(head) < 0 or max(head) > _UINT64_MAX)):
                 raise _malformed(f"Unable to parse 'data': {_NOT_UINT}")
             # out-of-range values wrap, as Triton's C casts do
-            array = np.array(head, dtype=np.uint64).astype(_UNSIGNED[datatype])
+            array = _array(head, np.uint64).astype(_UNSIGNED[datatype])
         else:
             if types - {int} or (head and (min(head) < _INT64_MIN or max(head) > _INT64_MAX)):
                 raise _malformed(f"Unable to parse 'data': {_NOT_INT}")
-            array = np.array(head, dtype=np.int64).astype(_SIGNED[datatype])
+            array = _array(head, np.int64).astype(_SIGNED[datatype])
     except OverflowError:  # an integer literal beyond any double
         raise _malformed(f"Unable to parse 'data': {_NOT_NUMBER}") from None
     if len(flat) != count:

@@ -28,8 +28,10 @@ Framing (RFC 9112):
 - Back-pressure: the transport's high-water mark is 0, so a response the
   kernel cannot take at once pauses the connection until it drains; only
   then is the response's shared memory released and the next request read.
-- A client that stops half-way through a head or a body, or stops reading a
-  response, is dropped after a while (see
+- A client that does not finish a head in time (the header timeout, however
+  slowly the bytes trickle in), stops half-way through a body or stops
+  reading a response (the body timeout: no progress), or leaves a keep-alive
+  connection idle (the idle timeout) is dropped (see
   :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
   request still gets the response.
 """
@@ -140,6 +142,15 @@ class Dispatcher(Protocol):
     def max_body_bytes(self) -> int:
         """The request body limit in bytes."""
 
+    def reserve(self, size: int) -> bool:
+        """Take ``size`` bytes of the endpoint's budget for bodies in flight (False: it is spent)."""
+
+    def unreserve(self, size: int) -> None:
+        """Give back what :meth:`reserve` took."""
+
+    def busy(self) -> HttpResponse:
+        """The 503 answer for a body the budget cannot hold."""
+
 
 class _Head:
     """httptools callbacks for one request head (a fresh parser per head)."""
@@ -245,8 +256,11 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._head_only = False  # answering a HEAD request: headers only
         self._http10 = False  # the request being answered is HTTP/1.0
         self._eof = False
-        #: monotonic time of the last progress, for the stall check
+        self._reserved = 0  # bytes of the endpoint's body budget this connection holds
+        #: monotonic time of the last progress, for the stall and idle checks
         self.progress = 0.0
+        #: monotonic time the head being received began
+        self.head_since = 0.0
         self._unsent = 0  # bytes of a response still in the transport at the last stall check
 
     # -- transport callbacks ---------------------------------------------------------------
@@ -254,7 +268,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
         # a response the kernel cannot take at once pauses us until it drains (see _on_written)
         transport.set_write_buffer_limits(high=0)
-        self.progress = time.monotonic()
+        self.progress = self.head_since = time.monotonic()
         self._table.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -302,8 +316,10 @@ class HttpConnection(asyncio.BufferedProtocol):
         return memoryview(bytearray(1))
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.progress = time.monotonic()
+        self.progress = now = time.monotonic()
         state = self._state
+        if not self._filled and state == _HEAD:
+            self.head_since = now  # the first bytes of a head: the header timeout runs from here
         if state == _BODY:
             self._body_pos += nbytes
             assert self._body_view is not None
@@ -374,6 +390,12 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._consume(head_len)
             self._start()
             return
+        if not self._dispatcher.reserve(size):
+            self._consume(head_len)
+            self._keep_alive = False
+            self._respond_now(self._dispatcher.busy())
+            return
+        self._reserved = size
         if headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
             self._transport.write(_CONTINUE)
         try:
@@ -425,11 +447,21 @@ class HttpConnection(asyncio.BufferedProtocol):
     def _feed_chunked(self, data: bytes | memoryview) -> None:
         head = self._chunk_head
         assert head is not None and head.body is not None
+        before = head.body_size
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(400, f"malformed chunked request body: {exc}")
             return
+        grown = min(head.body_size, head.limit) - min(before, head.limit)
+        if grown:
+            if not self._dispatcher.reserve(grown):
+                self._parser = self._chunk_head = None
+                self._keep_alive = False
+                self._free_body()
+                self._respond_now(self._dispatcher.busy())
+                return
+            self._reserved += grown
         if head.body_size > self._dispatcher.max_body_bytes:
             self._parser = self._chunk_head = None
             self._keep_alive = False
@@ -465,6 +497,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Write ``response``; then (once it is on the wire) go on with the next request."""
         transport = self._transport
         self._pending_release = response.release
+        self.progress = time.monotonic()  # the keep-alive idle time runs from the answer
         if transport is None or transport.is_closing():
             self._release_response()
             return
@@ -509,6 +542,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         """The response is on the wire (or the client gone): its shared memory and the body go back."""
         release, self._pending_release = self._pending_release, None
         block, self._current_block = self._current_block, None
+        if self._reserved:
+            self._dispatcher.unreserve(self._reserved)
+            self._reserved = 0
         try:
             if release is not None:
                 release()
@@ -519,10 +555,20 @@ class HttpConnection(asyncio.BufferedProtocol):
                 block.release()
 
     def _free_body(self) -> None:
+        """Drop a body being received (the client left, or it is refused): its memory goes back now."""
         block, self._body_block = self._body_block, None
         if block is not None:
             block.release()
         self._body_view = None
+        if self._request is not None:
+            self._request.body = b""
+        if self._chunk_head is not None:
+            self._chunk_head.body = None
+            self._chunk_head = self._parser = None
+        self._chunk_buffer = None
+        if self._reserved and self._state != _BUSY:
+            self._dispatcher.unreserve(self._reserved)
+            self._reserved = 0
 
     def _fail(self, status: int, message: str) -> None:
         """Answer a request that cannot be read with ``status`` and close the connection."""
@@ -552,21 +598,29 @@ class HttpConnection(asyncio.BufferedProtocol):
         """No request is being received or answered."""
         return self._state == _HEAD and not self._filled and not self._write_paused
 
-    def stalled_since(self) -> float | None:
-        """Since when (monotonic s) the connection waits on its client without progress; None: it does not.
+    def expired(self, now: float, header_s: float, body_s: float, idle_s: float) -> str | None:
+        """Why the connection has waited on its client for too long (None: it has not).
 
-        Waiting: a partial head or body, or a response the client does not read.
-        A response that drains counts as progress, however slowly it goes.
+        A head not complete ``header_s`` after its first byte (however slowly
+        it trickles in); a body, or a response the client does not read, that
+        makes no progress for ``body_s`` (a response that drains counts as
+        progress, however slowly it goes); a keep-alive connection with no
+        request for ``idle_s``.
         """
+        state = self._state
         if self._write_paused:
             transport = self._transport
             unsent = transport.get_write_buffer_size() if transport is not None else 0
             if unsent != self._unsent:
                 self._unsent = unsent
-                self.progress = time.monotonic()
-            return self.progress
-        if self._state in (_BODY, _CHUNKED) or (self._state == _HEAD and self._filled > 0):
-            return self.progress
+                self.progress = now
+            return "its response was not read" if now - self.progress > body_s else None
+        if state in (_BODY, _CHUNKED):
+            return "its request body made no progress" if now - self.progress > body_s else None
+        if state == _HEAD:
+            if self._filled:
+                return "its request head was not complete" if now - self.head_since > header_s else None
+            return "it was idle" if now - self.progress > idle_s else None
         return None
 
     def abort(self) -> None:

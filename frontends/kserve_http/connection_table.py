@@ -1,4 +1,4 @@
-"""The open connections of the HTTP endpoint: stall checks, and closing them at stop.
+"""The open connections of the HTTP endpoint: header, body and idle timeouts, and closing them at stop.
 
 Runs on the core's event loop.
 """
@@ -8,25 +8,43 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from .connection import HttpConnection
 
 log = logging.getLogger("tritium.http")
 
-__all__ = ["ConnectionTable", "STALL_TIMEOUT_S"]
+__all__ = ["ConnectionTable", "HttpTimeouts", "STALL_TIMEOUT_S"]
 
-#: seconds a half-received request, or an unread response, may make no progress
+#: seconds a half-received body, or an unread response, may make no progress (the body timeout)
 STALL_TIMEOUT_S = 60.0
 
 
-class ConnectionTable:
-    """The open connections of one endpoint; drops stalled ones (checked once a second).
+@dataclass(slots=True, frozen=True)
+class HttpTimeouts:
+    """How long the HTTP endpoint waits on a client, in seconds.
 
-    :param stall_timeout_s: seconds a connection may wait on its client.
+    :ivar header_s: a request head must be complete this long after its first byte
+        (``--http-header-timeout-secs``; against slow-header clients).
+    :ivar body_s: a request body, or a response being sent, may make no progress
+        for this long (``--http-body-timeout-secs``).
+    :ivar idle_s: a keep-alive connection may wait this long for its next request
+        (``--http-idle-timeout-secs``).
     """
 
-    def __init__(self, stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
-        self.stall_timeout_s = stall_timeout_s
+    header_s: float = 30.0
+    body_s: float = STALL_TIMEOUT_S
+    idle_s: float = 300.0
+
+
+class ConnectionTable:
+    """The open connections of one endpoint; drops the ones past a timeout (checked once a second).
+
+    :param timeouts: the :class:`HttpTimeouts`.
+    """
+
+    def __init__(self, timeouts: HttpTimeouts | None = None) -> None:
+        self.timeouts = timeouts or HttpTimeouts()
         self._open: set[HttpConnection] = set()
         self._task: asyncio.Task[None] | None = None
 
@@ -42,13 +60,15 @@ class ConnectionTable:
         return len(self._open)
 
     async def _watch(self) -> None:
+        t = self.timeouts
+        period = max(0.05, min(1.0, t.header_s / 4, t.body_s / 4, t.idle_s / 4))
         while True:
-            await asyncio.sleep(1.0)
-            deadline = time.monotonic() - self.stall_timeout_s
+            await asyncio.sleep(period)
+            now = time.monotonic()
             for connection in list(self._open):
-                since = connection.stalled_since()
-                if since is not None and since < deadline:
-                    log.info("dropping an HTTP connection that made no progress for %.0f s", self.stall_timeout_s)
+                why = connection.expired(now, t.header_s, t.body_s, t.idle_s)
+                if why is not None:
+                    log.info("closing an HTTP connection: %s in time", why)
                     connection.abort()
 
     def close_idle(self) -> int:

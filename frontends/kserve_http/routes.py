@@ -235,16 +235,10 @@ def _submit(
                 error = TritonError(Code.INTERNAL, f"internal error: {error!r}")
             respond(error_response(error))
             return
-        try:
-            answer = _render(request, response, plan)
-        except TritonError as exc:
-            response.release()
-            answer = error_response(exc)
-        except Exception as exc:
-            response.release()
-            log.exception("rendering an HTTP inference response failed")
-            answer = error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-        respond(answer)
+        if plan.json_outputs and _large_json(response, plan):
+            _spawn(ctx, _render_offloaded(request, response, plan))
+            return
+        respond(_render_or_error(request, response, plan))
 
     inflight.enter()
     try:
@@ -322,9 +316,53 @@ def _parse(
     return ireq, plan
 
 
-def _render(request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan) -> HttpResponse:
+def _large_json(response: InferenceResponse, plan: codec.OutputPlan) -> bool:
+    """Whether the outputs sent as JSON hold enough bytes to render them on a parse thread."""
+    total = 0
+    for out in response.outputs:
+        if out.shared_memory_region is None and not plan.is_binary(out.name):
+            total += memoryview(out.data).nbytes
+    return total > OFFLOAD_JSON_BYTES
+
+
+def _render_or_error(
+    request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan, rendered: Any = None
+) -> HttpResponse:
+    """The answer to ``response`` (on the event loop: it releases the response's shared memory)."""
+    try:
+        if isinstance(rendered, Exception):
+            raise rendered
+        return _render(request, response, plan, rendered)
+    except TritonError as exc:
+        response.release()
+        return error_response(exc)
+    except Exception as exc:
+        response.release()
+        log.exception("rendering an HTTP inference response failed")
+        return error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
+
+
+async def _render_offloaded(request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan) -> None:
+    """Render a response with large JSON outputs on a parse thread, then answer from the loop."""
+    loop = asyncio.get_running_loop()
+    rendered = await loop.run_in_executor(_PARSE_THREADS, _render_json, response, plan)
+    request.respond(_render_or_error(request, response, plan, rendered))
+
+
+def _render_json(response: InferenceResponse, plan: codec.OutputPlan) -> codec.Rendered | Exception:
+    """The JSON rendering alone (on a parse thread), or the error it raised."""
+    try:
+        return codec.render_infer_response(response, plan)
+    except Exception as exc:
+        return exc
+
+
+def _render(
+    request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan, rendered: codec.Rendered | None = None
+) -> HttpResponse:
     """The answer to an inference; binary outputs are written straight from shared memory."""
-    rendered = codec.render_infer_response(response, plan)
+    if rendered is None:
+        rendered = codec.render_infer_response(response, plan)
     compression = _accepted_encoding(request.headers.get("accept-encoding"))
     headers: dict[str, str] | None = None
     if rendered.buffers:

@@ -1,0 +1,98 @@
+"""``tritium-server``'s flags for limits, timeouts, gRPC keepalive and TLS (:class:`~tritium.core.network.NetworkSettings`).
+
+The gRPC flags are Triton's (same names, units and defaults: keepalive in
+milliseconds, ``--grpc-use-ssl`` and its certificate flags); the HTTP ones
+are tritium's (Triton's HTTP endpoint has neither timeouts nor TLS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Callable
+
+from .core.network import NetworkSettings, TlsFiles
+
+__all__ = ["add_network_flags", "network_settings"]
+
+# Triton's flag -> (gRPC channel argument, default)
+_GRPC_KEEPALIVE = {
+    "--grpc-keepalive-time": ("grpc.keepalive_time_ms", 7_200_000),
+    "--grpc-keepalive-timeout": ("grpc.keepalive_timeout_ms", 20_000),
+    "--grpc-http2-max-pings-without-data": ("grpc.http2.max_pings_without_data", 2),
+    "--grpc-http2-min-recv-ping-interval-without-data": ("grpc.http2.min_ping_interval_without_data_ms", 300_000),
+    "--grpc-http2-max-ping-strikes": ("grpc.http2.max_ping_strikes", 2),
+}
+
+
+def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]) -> None:
+    """Add the flags to ``p`` (``to_bool`` reads Triton's boolean values)."""
+    p.add_argument(
+        "--max-inflight-request-bytes", type=int, default=0, metavar="BYTES",
+        help="tritium: bytes of HTTP request bodies held at once; more get 503 (default 4 x --max-request-bytes)",
+    )
+    for flag, default, what in (
+        ("--http-header-timeout-secs", 30.0, "a request head must be complete this long after its first byte"),
+        ("--http-body-timeout-secs", 60.0, "a request body or an unread response may stall this long"),
+        ("--http-idle-timeout-secs", 300.0, "a keep-alive connection may wait this long for its next request"),
+    ):
+        p.add_argument(flag, type=float, default=default, metavar="SECONDS", help=f"tritium: {what} (default {default:g})")
+    for flag, (_arg, default) in _GRPC_KEEPALIVE.items():
+        p.add_argument(flag, type=int, default=default, metavar="INT", help=f"gRPC channel argument (default {default})")
+    p.add_argument(
+        "--grpc-keepalive-permit-without-calls", type=to_bool, default=False, metavar="BOOL",
+        help="allow keepalive pings on connections without calls (default false)",
+    )
+    p.add_argument(
+        "--grpc-max-connection-idle-secs", type=float, default=3600.0, metavar="SECONDS",
+        help="tritium: a gRPC connection with no call for this long is closed (GOAWAY; 0 = never; default 3600)",
+    )
+    for endpoint in ("grpc", "http"):
+        extra = "" if endpoint == "grpc" else "tritium: "
+        p.add_argument(f"--{endpoint}-use-ssl", type=to_bool, default=False, metavar="BOOL",
+                       help=f"{extra}serve the {endpoint} endpoint over TLS")
+        p.add_argument(f"--{endpoint}-use-ssl-mutual", type=to_bool, default=False, metavar="BOOL",
+                       help=f"{extra}TLS with client certificates (checked against --{endpoint}-root-cert)")
+        p.add_argument(f"--{endpoint}-server-cert", default="", metavar="PEM", help="the server's certificate (chain)")
+        p.add_argument(f"--{endpoint}-server-key", default="", metavar="PEM", help="the server's private key")
+        p.add_argument(f"--{endpoint}-root-cert", default="", metavar="PEM", help="the CA of client certificates")
+
+
+def _tls(parser: argparse.ArgumentParser, args: Any, endpoint: str) -> TlsFiles | None:
+    mutual = bool(getattr(args, f"{endpoint}_use_ssl_mutual"))
+    if not (mutual or getattr(args, f"{endpoint}_use_ssl")):
+        return None
+    files = {k: getattr(args, f"{endpoint}_{k}_cert" if k != "key" else f"{endpoint}_server_key") for k in ("server", "key", "root")}
+    needed = ["server", "key"] + (["root"] if mutual else [])
+    for kind in needed:
+        flag = f"--{endpoint}-{'server-key' if kind == 'key' else kind + '-cert'}"
+        path = files[kind]
+        if not path:
+            parser.error(f"--{endpoint}-use-ssl{'-mutual' if mutual else ''} needs {flag}")
+        if not os.path.isfile(path):
+            parser.error(f"{flag}: no such file: {path}")
+    return TlsFiles(files["server"], files["key"], files["root"] if mutual else "", mutual)
+
+
+def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSettings:
+    """The settings the parsed ``args`` give (``parser.error`` for inconsistent ones)."""
+    for flag in ("--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs",
+                 "--grpc-max-connection-idle-secs", "--max-inflight-request-bytes"):
+        if getattr(args, flag[2:].replace("-", "_")) < 0:
+            parser.error(f"{flag} must be >= 0")
+    channel = {arg: int(getattr(args, flag[2:].replace("-", "_"))) for flag, (arg, _d) in _GRPC_KEEPALIVE.items()}
+    channel["grpc.keepalive_permit_without_calls"] = int(bool(args.grpc_keepalive_permit_without_calls))
+    if args.grpc_max_connection_idle_secs > 0:
+        channel["grpc.max_connection_idle_ms"] = int(args.grpc_max_connection_idle_secs * 1000)
+    for flag in ("--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs"):
+        if getattr(args, flag[2:].replace("-", "_")) == 0:
+            parser.error(f"{flag} must be > 0")
+    return NetworkSettings(
+        max_inflight_request_bytes=int(args.max_inflight_request_bytes),
+        http_header_timeout_s=float(args.http_header_timeout_secs),
+        http_body_timeout_s=float(args.http_body_timeout_secs),
+        http_idle_timeout_s=float(args.http_idle_timeout_secs),
+        grpc_channel_args=channel,
+        grpc_tls=_tls(parser, args, "grpc"),
+        http_tls=_tls(parser, args, "http"),
+    )
