@@ -185,7 +185,15 @@ class ModelInstance:
             await asyncio.sleep(self._options.ping_interval_s)
             if not worker.alive or self._stopping:
                 return
-            if worker.busy:  # executing: the worker answers between batches; its exit is watched anyway
+            if worker.busy:  # executing: the control channel answers between batches; the heartbeat thread now
+                if not await worker.heartbeat(self._options.ping_timeout_s) and worker.alive and worker.busy:
+                    reason = (
+                        f"stopped answering health checks for {self._options.ping_timeout_s:g} s while executing "
+                        "and was killed"
+                    )
+                    log.error("model instance '%s' %s", self.name, reason)
+                    worker.kill(reason)
+                    return
                 continue
             try:
                 await worker.ping(self._options.ping_timeout_s)

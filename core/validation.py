@@ -270,21 +270,20 @@ def check_input_bytes(sig: ModelSignature, request: InferenceRequest, inp: Infer
 _LEN = struct.Struct("<I")
 
 
-#: BYTES inputs of more elements than this try the vectorised check first
+#: BYTES inputs of more than this many bytes / 4 try the vectorised count first
 _UNIFORM_FROM = 4096
 
 
-def _uniform_elements(view: memoryview, count: int) -> bool:
-    """Whether ``view`` is ``count`` elements that all have the first one's length (numpy, no loop)."""
+def _uniform_count(view: memoryview) -> int | None:
+    """The number of elements of ``view`` when they all have the first one's length (numpy, no loop); else None."""
     end = len(view)
-    if end < 4:
-        return False
     (size,) = _LEN.unpack_from(view, 0)
     stride = 4 + size
-    if stride * count != end:
-        return False
+    if end % stride:
+        return None
+    count = end // stride
     lengths = np.ndarray((count,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
-    return bool((lengths == size).all())
+    return count if bool((lengths == size).all()) else None
 
 
 def check_bytes_elements(
@@ -299,10 +298,9 @@ def check_bytes_elements(
     prefix = request_prefix(request.id)
     view = memoryview(buffer)
     end = len(view)
-    if expected > _UNIFORM_FROM and _uniform_elements(view, expected):
-        return  # every element has the same length: checked in one vectorised pass
-    pos = 0
-    count = 0
+    count = _uniform_count(view) if end > 4 * _UNIFORM_FROM else None
+    pos = end if count is not None else 0  # every element has the same length: counted in one vectorised pass
+    count = count or 0
     while pos < end:
         if end - pos < 4:
             raise TritonError(

@@ -349,6 +349,8 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         rate_limit=args.rate_limit,
         rate_limit_resources=list(args.rate_limit_resource),
         network=network_settings(parser, args),
+        ping_interval_s=float(args.worker_ping_interval_secs),
+        ping_timeout_s=float(args.worker_ping_timeout_secs),
     )
     openai = {"port": args.openai_port, "address": args.openai_address}
     if any(v is not None for v in openai.values()):

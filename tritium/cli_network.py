@@ -1,4 +1,4 @@
-"""``tritium-server``'s flags for limits, timeouts, gRPC keepalive and TLS (:class:`~tritium.core.network.NetworkSettings`).
+"""``tritium-server``'s flags for limits, timeouts, worker health checks, gRPC keepalive and TLS (:class:`~tritium.core.network.NetworkSettings`).
 
 The gRPC flags are Triton's (same names, units and defaults: keepalive in
 milliseconds, ``--grpc-use-ssl`` and its certificate flags); the HTTP ones
@@ -47,6 +47,14 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
         "--grpc-max-connection-idle-secs", type=float, default=3600.0, metavar="SECONDS",
         help="tritium: a gRPC connection with no call for this long is closed (GOAWAY; 0 = never; default 3600)",
     )
+    p.add_argument(
+        "--worker-ping-interval-secs", type=float, default=5.0, metavar="SECONDS",
+        help="tritium: how often each worker process is health-checked, idle or executing (default 5)",
+    )
+    p.add_argument(
+        "--worker-ping-timeout-secs", type=float, default=10.0, metavar="SECONDS",
+        help="tritium: a worker that does not answer a health check this long is killed and restarted (default 10)",
+    )
     for endpoint in ("grpc", "http"):
         extra = "" if endpoint == "grpc" else "tritium: "
         p.add_argument(f"--{endpoint}-use-ssl", type=to_bool, default=False, metavar="BOOL",
@@ -76,17 +84,17 @@ def _tls(parser: argparse.ArgumentParser, args: Any, endpoint: str) -> TlsFiles 
 
 def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSettings:
     """The settings the parsed ``args`` give (``parser.error`` for inconsistent ones)."""
-    for flag in ("--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs",
-                 "--grpc-max-connection-idle-secs", "--max-inflight-request-bytes"):
+    for flag in ("--grpc-max-connection-idle-secs", "--max-inflight-request-bytes"):
         if getattr(args, flag[2:].replace("-", "_")) < 0:
             parser.error(f"{flag} must be >= 0")
+    for flag in ("--worker-ping-interval-secs", "--worker-ping-timeout-secs", "--http-header-timeout-secs",
+                 "--http-body-timeout-secs", "--http-idle-timeout-secs"):
+        if getattr(args, flag[2:].replace("-", "_")) <= 0:
+            parser.error(f"{flag} must be > 0")
     channel = {arg: int(getattr(args, flag[2:].replace("-", "_"))) for flag, (arg, _d) in _GRPC_KEEPALIVE.items()}
     channel["grpc.keepalive_permit_without_calls"] = int(bool(args.grpc_keepalive_permit_without_calls))
     if args.grpc_max_connection_idle_secs > 0:
         channel["grpc.max_connection_idle_ms"] = int(args.grpc_max_connection_idle_secs * 1000)
-    for flag in ("--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs"):
-        if getattr(args, flag[2:].replace("-", "_")) == 0:
-            parser.error(f"{flag} must be > 0")
     return NetworkSettings(
         max_inflight_request_bytes=int(args.max_inflight_request_bytes),
         http_header_timeout_s=float(args.http_header_timeout_secs),

@@ -39,6 +39,7 @@ from ..memory.region_map import RegionTable
 from ..memory.shm_region import is_region_id
 from . import bls
 from .channel import BlockingChannel
+from .heartbeat import serve_heartbeat
 from .outputs import OutputWriter
 from .protocol import PROTOCOL_VERSION, Kind
 
@@ -387,12 +388,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fd", type=int, required=True, help="inherited control socket")
     parser.add_argument("--worker-id", type=int, required=True)
     parser.add_argument("--log-verbose", type=int, default=0)
+    parser.add_argument("--heartbeat-fd", type=int, default=-1, help="inherited heartbeat socket")
     args = parser.parse_args(argv)
     parent = os.getppid()
     _die_with_parent()
     if os.getppid() != parent:  # the core died before prctl took effect
         sys.exit(1)
     configure_logging(args.log_verbose, prefix=f"worker {args.worker_id}")
+    if args.heartbeat_fd >= 0:
+        serve_heartbeat(args.heartbeat_fd)  # answers the core while the model executes
     sock = socket.socket(fileno=args.fd)
     channel = BlockingChannel(sock)
     worker = Worker(channel, args.worker_id)

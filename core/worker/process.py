@@ -21,6 +21,7 @@ from ..errors import Code, TritonError
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
 from .channel import AsyncChannel
+from .heartbeat import Heartbeat
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
 log = logging.getLogger("tritium.worker")
@@ -125,6 +126,7 @@ class WorkerProcess:
         self._dead = False
         self._releases: list[list[int]] = []  # output blocks to give back with the next EXECUTE
         self._release_timer: asyncio.TimerHandle | None = None
+        self._heartbeat: Heartbeat | None = None
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
@@ -135,6 +137,7 @@ class WorkerProcess:
         """
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        beat, beat_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._exited = loop.create_future()
         self._hello = loop.create_future()
         try:
@@ -148,16 +151,21 @@ class WorkerProcess:
                 str(self.id),
                 "--log-verbose",
                 str(self.log_verbose),
-                pass_fds=[child.fileno()],
+                "--heartbeat-fd",
+                str(beat_child.fileno()),
+                pass_fds=[child.fileno(), beat_child.fileno()],
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env} if self.env else None,
                 cwd=self.cwd,
             )
         except OSError as exc:
             parent.close()
+            beat.close()
             raise TritonError(Code.INTERNAL, f"{self.label}: cannot start worker process: {exc}") from exc
         finally:
             child.close()
+            beat_child.close()
+        self._heartbeat = Heartbeat(beat)
         self.pid = self._proc.pid
         self._channel = AsyncChannel(parent, self._on_message, self._on_close)
         asyncio.ensure_future(self._watch(self._proc))
@@ -215,6 +223,8 @@ class WorkerProcess:
         self._releases = []
         if self._channel is not None:
             self._channel.close()
+        if self._heartbeat is not None:
+            self._heartbeat.close()
         if not self._stopping:
             log.error("model instance '%s': worker process (pid %s) %s", self.label, self.pid, how)
             self._on_exit(self, how)
@@ -251,8 +261,19 @@ class WorkerProcess:
         """True while a batch is executing (the worker answers PINGs only between batches)."""
         return bool(self._batches)
 
-    def kill(self) -> None:
-        """SIGKILL the process (ours, by PID); no-op when it is gone."""
+    async def heartbeat(self, timeout: float) -> bool:
+        """Whether the worker's heartbeat thread answers within ``timeout`` s (works while it executes)."""
+        if self._heartbeat is None or not self.alive:
+            return False
+        return await self._heartbeat.ping(timeout)
+
+    def kill(self, reason: str = "") -> None:
+        """SIGKILL the process (ours, by PID); no-op when it is gone.
+
+        :param reason: how its requests' errors and the log say it ended ("... and was killed").
+        """
+        if reason and not self._kill_reason:
+            self._kill_reason = reason
         if self._proc is not None and self._proc.returncode is None:
             try:
                 self._proc.kill()
