@@ -1,0 +1,222 @@
+"""TLS: Triton's ``--grpc-use-ssl`` flags, and HTTPS for the HTTP endpoint (tritium's addition).
+
+Certificates are made here with ``cryptography``: a CA, a server certificate
+for 127.0.0.1 / localhost and a client certificate. Clients are tritonclient's
+own, with their SSL options (gRPC ``ssl=True, root_certificates=...``, mutual
+TLS with ``private_key``/``certificate_chain``; HTTP ``ssl=True,
+ssl_context_factory=...``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import ssl
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.support.repo import add_model, identity_config
+from tests.support.server import ServerProcess
+
+
+def _key():  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _certificate(subject: str, key, issuer_name=None, issuer_key=None, ca=False, server=False):  # type: ignore[no-untyped-def]
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer_name or name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if server:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    elif not ca:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+def _pem(path: Path, key=None, cert=None) -> Path:  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives import serialization
+
+    if key is not None:
+        path.write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ))
+    else:
+        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("pki")
+    ca_key = _key()
+    ca = _certificate("tritium test CA", ca_key, ca=True)
+    server_key, client_key = _key(), _key()
+    server_cert = _certificate("localhost", server_key, ca.subject, ca_key, server=True)
+    client_cert = _certificate("a client", client_key, ca.subject, ca_key)
+    return {
+        "ca": _pem(folder / "ca.pem", cert=ca),
+        "server_cert": _pem(folder / "server.pem", cert=server_cert),
+        "server_key": _pem(folder / "server.key", key=server_key),
+        "client_cert": _pem(folder / "client.pem", cert=client_cert),
+        "client_key": _pem(folder / "client.key", key=client_key),
+    }
+
+
+def _build(repo: Path) -> None:
+    add_model(repo, "identity", identity_config("TYPE_FP32", "[ 4 ]"))
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Path]) -> Iterator[ServerProcess]:
+    """gRPC over TLS, HTTPS with client certificates required (mutual TLS)."""
+    args = [
+        "--grpc-use-ssl=true",
+        f"--grpc-server-cert={pki['server_cert']}",
+        f"--grpc-server-key={pki['server_key']}",
+        "--http-use-ssl-mutual=true",
+        f"--http-server-cert={pki['server_cert']}",
+        f"--http-server-key={pki['server_key']}",
+        f"--http-root-cert={pki['ca']}",
+        "--allow-metrics=false",
+    ]
+    root = tmp_path_factory.mktemp("tls")
+    _build(root / "models")
+    server = ServerProcess([root / "models"], args).start(wait_ready=False)
+    try:
+        deadline_ready(grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(pki["ca"])), server)
+        yield server
+    finally:
+        server.stop()
+
+
+def _inputs(module):  # type: ignore[no-untyped-def]
+    tensor = module.InferInput("INPUT0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4))
+    return [tensor]
+
+
+def test_grpc_over_tls_with_tritonclient(tls_server: ServerProcess, pki: dict[str, Path]) -> None:
+    client = grpcclient.InferenceServerClient(tls_server.grpc_url, ssl=True, root_certificates=str(pki["ca"]))
+    assert client.is_server_live()
+    assert client.infer("identity", _inputs(grpcclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
+    plain = grpcclient.InferenceServerClient(tls_server.grpc_url)
+    with pytest.raises(InferenceServerException):
+        plain.is_server_live(client_timeout=10)
+
+
+def _client_context(pki: dict[str, Path], with_certificate: bool):  # type: ignore[no-untyped-def]
+    def factory():  # type: ignore[no-untyped-def]
+        context = ssl.create_default_context(cafile=str(pki["ca"]))
+        if with_certificate:
+            context.load_cert_chain(str(pki["client_cert"]), str(pki["client_key"]))
+        return context
+
+    return factory
+
+
+@pytest.mark.filterwarnings("ignore:ssl.match_hostname:DeprecationWarning")  # geventhttpclient's own call
+def test_https_with_client_certificates(tls_server: ServerProcess, pki: dict[str, Path]) -> None:
+    client = httpclient.InferenceServerClient(
+        tls_server.http_url, ssl=True, ssl_context_factory=_client_context(pki, True)
+    )
+    assert client.is_server_ready()
+    assert client.infer("identity", _inputs(httpclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
+    stranger = httpclient.InferenceServerClient(
+        tls_server.http_url, ssl=True, ssl_context_factory=_client_context(pki, False), connection_timeout=10
+    )
+    with pytest.raises(Exception):
+        stranger.is_server_live()
+    assert client.is_server_live()  # the refused handshake left the endpoint serving
+
+
+@pytest.fixture(scope="module")
+def mutual_grpc_server(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Path]) -> Iterator[ServerProcess]:
+    args = [
+        "--grpc-use-ssl-mutual=true",
+        f"--grpc-server-cert={pki['server_cert']}",
+        f"--grpc-server-key={pki['server_key']}",
+        f"--grpc-root-cert={pki['ca']}",
+        "--allow-http=false",
+        "--allow-metrics=false",
+    ]
+    root = tmp_path_factory.mktemp("mtls")
+    _build(root / "models")
+    server = ServerProcess([root / "models"], args).start(wait_ready=False)
+    try:
+        client = grpcclient.InferenceServerClient(
+            server.grpc_url, ssl=True, root_certificates=str(pki["ca"]),
+            private_key=str(pki["client_key"]), certificate_chain=str(pki["client_cert"]),
+        )
+        deadline_ready(client, server)
+        yield server
+    finally:
+        server.stop()
+
+
+def deadline_ready(client: grpcclient.InferenceServerClient, server: ServerProcess) -> None:
+    """Wait until ``client`` (with its TLS settings) finds the server ready."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert server.proc is not None
+        if server.proc.poll() is not None:
+            raise AssertionError(f"tritium-server exited:\n{server.log()}")
+        try:
+            if client.is_server_ready():
+                return
+        except InferenceServerException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the TLS server did not become ready:\n{server.log()}")
+
+
+def test_grpc_mutual_tls(mutual_grpc_server: ServerProcess, pki: dict[str, Path]) -> None:
+    client = grpcclient.InferenceServerClient(
+        mutual_grpc_server.grpc_url, ssl=True, root_certificates=str(pki["ca"]),
+        private_key=str(pki["client_key"]), certificate_chain=str(pki["client_cert"]),
+    )
+    assert client.infer("identity", _inputs(grpcclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
+    anonymous = grpcclient.InferenceServerClient(mutual_grpc_server.grpc_url, ssl=True, root_certificates=str(pki["ca"]))
+    with pytest.raises(InferenceServerException):
+        anonymous.is_server_live(client_timeout=10)
+
+
+def test_tls_flags_need_their_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for flags, message in (
+        (["--grpc-use-ssl=true"], "--grpc-use-ssl needs --grpc-server-cert"),
+        (["--http-use-ssl=true", "--http-server-cert=/nonexistent.pem", "--http-server-key=/x.key"],
+         "--http-server-cert: no such file: /nonexistent.pem"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "tritium", f"--model-repository={tmp_path}", *flags],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 2 and message in out.stderr, out.stderr
