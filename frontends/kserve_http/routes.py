@@ -26,6 +26,7 @@ from . import codec
 from .context import EndpointContext, error_response
 from .body import BodyTooLarge, UnsupportedEncoding
 from .connection import HttpRequest, HttpResponse
+from .openapi import add_openapi_route
 from .repository import add_repository_routes
 from .router import Router
 from .shared_memory import add_shared_memory_routes
@@ -419,6 +420,7 @@ def add_routes(router: Router) -> None:
     router.add("/v2/health/ready", "GET", health_ready)
     add_repository_routes(router)
     add_shared_memory_routes(router)
+    add_openapi_route(router)
     for path, extension in _NOT_YET:
         for method in _METHODS:
             router.add(path, method, _not_yet(extension))
