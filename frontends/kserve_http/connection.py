@@ -497,7 +497,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Write ``response``; then (once it is on the wire) go on with the next request."""
         transport = self._transport
         self._pending_release = response.release
-        self.progress = time.monotonic()  # the keep-alive idle time runs from the answer
+        self.progress = self.head_since = time.monotonic()  # idle (and a pipelined head) time runs from the answer
         if transport is None or transport.is_closing():
             self._release_response()
             return

@@ -220,3 +220,18 @@ def test_tls_flags_need_their_files(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=60,
         )
         assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_garbage_to_grpc_methods_over_tls_is_invalid_argument(tls_server: ServerProcess, pki: dict[str, Path]) -> None:
+    """TLS is served by the grpc.aio transport: undecodable messages are INVALID_ARGUMENT there too."""
+    import grpc
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=pki["ca"].read_bytes())
+    with grpc.secure_channel(tls_server.grpc_url, credentials) as channel:
+        for method in ("ServerMetadata", "ModelMetadata", "RepositoryIndex", "SystemSharedMemoryRegister", "ModelInfer"):
+            call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+            with pytest.raises(grpc.RpcError) as info:
+                call(b"\xff\xff\xff garbage", timeout=30)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, info.value.details())
+            assert info.value.details().startswith("malformed "), info.value.details()
+    assert "gRPC transport: grpc.aio" in tls_server.log()
