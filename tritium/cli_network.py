@@ -67,19 +67,20 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
 
 
 def _tls(parser: argparse.ArgumentParser, args: Any, endpoint: str) -> TlsFiles | None:
+    """The endpoint's TLS files (None: plaintext); ``parser.error`` for a missing flag or file."""
     mutual = bool(getattr(args, f"{endpoint}_use_ssl_mutual"))
     if not (mutual or getattr(args, f"{endpoint}_use_ssl")):
         return None
-    files = {k: getattr(args, f"{endpoint}_{k}_cert" if k != "key" else f"{endpoint}_server_key") for k in ("server", "key", "root")}
-    needed = ["server", "key"] + (["root"] if mutual else [])
-    for kind in needed:
-        flag = f"--{endpoint}-{'server-key' if kind == 'key' else kind + '-cert'}"
-        path = files[kind]
+    flags = [f"--{endpoint}-server-cert", f"--{endpoint}-server-key"] + ([f"--{endpoint}-root-cert"] if mutual else [])
+    paths = []
+    for flag in flags:
+        path = getattr(args, flag[2:].replace("-", "_"))
         if not path:
             parser.error(f"--{endpoint}-use-ssl{'-mutual' if mutual else ''} needs {flag}")
         if not os.path.isfile(path):
             parser.error(f"{flag}: no such file: {path}")
-    return TlsFiles(files["server"], files["key"], files["root"] if mutual else "", mutual)
+        paths.append(path)
+    return TlsFiles(paths[0], paths[1], paths[2] if mutual else "", mutual)
 
 
 def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSettings:

@@ -343,7 +343,9 @@ def short_timeouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
         add_model(repo, "echo", identity_config("TYPE_UINT8", "[ -1 ]", max_batch_size=0))
 
     args = [f"--http-{kind}-timeout-secs={TIMEOUT_S}" for kind in ("header", "body", "idle")]
-    yield from module_server(tmp_path_factory.mktemp("timeouts"), build, [*args, "--allow-grpc=false"])
+    yield from module_server(
+        tmp_path_factory.mktemp("timeouts"), build, [*args, f"--grpc-max-connection-idle-secs={TIMEOUT_S}"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -386,3 +388,17 @@ def test_a_busy_keep_alive_connection_is_not_closed(short_timeouts: ServerProces
         assert response.status == 200
         time.sleep(TIMEOUT_S / 4)
     conn.close()
+
+
+def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> None:
+    states: list[grpc.ChannelConnectivity] = []
+    with grpc.insecure_channel(short_timeouts.grpc_url) as channel:
+        channel.subscribe(states.append)
+        call = channel.unary_unary("/inference.GRPCInferenceService/ServerLive")
+        call(b"", timeout=30)
+        deadline = time.monotonic() + 10 * TIMEOUT_S
+        while time.monotonic() < deadline and states[-1:] != [grpc.ChannelConnectivity.IDLE]:
+            time.sleep(0.1)
+        channel.unsubscribe(states.append)
+    # connected, then the server's GOAWAY after the idle time sends the channel back to IDLE
+    assert grpc.ChannelConnectivity.READY in states and states[-1] == grpc.ChannelConnectivity.IDLE
