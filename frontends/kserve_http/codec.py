@@ -39,6 +39,7 @@ from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
 from .plain import plain_request
 
 __all__ = [
+    "LargeJson",
     "OutputPlan",
     "Rendered",
     "dumps",
@@ -102,10 +103,6 @@ class OutputPlan:
         """Whether output ``name`` is sent as binary data."""
         return self.binary.get(name, self.default_binary)
 
-    @property
-    def json_outputs(self) -> bool:
-        """Whether some output may be sent as JSON ``data``."""
-        return not self.default_binary or not all(self.binary.values())
 
 
 _ATOI = re.compile(r"\s*([+-]?\d+)")  # the prefix C atoi reads
@@ -586,12 +583,18 @@ def _model_json(name: str, version: str) -> str:
     return cached
 
 
-def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rendered:
+class LargeJson(Exception):
+    """Raised by :func:`render_infer_response` for an output over its ``json_limit`` (render it off the loop)."""
+
+
+def render_infer_response(response: InferenceResponse, plan: OutputPlan, json_limit: int = 0) -> Rendered:
     """Render ``response`` (``FinalizeResponse``); binary outputs are referenced, not copied.
 
     The caller still owns the response and releases it once the buffers are
     sent. Outputs of zero bytes send no binary data.
 
+    :param json_limit: an output of more bytes than this to be sent as JSON raises
+        :class:`LargeJson` instead (0: no limit).
     :raises TritonError: INVALID_ARG for an FP16/BF16 output asked as JSON,
         INTERNAL for an output whose bytes do not match its shape.
     """
@@ -615,6 +618,8 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan) -> Rend
             if nbytes:
                 buffers.append(data)
         else:
+            if json_limit and memoryview(data).nbytes > json_limit:
+                raise LargeJson(name)
             head.append(f'{start},"data":{_json_data(name, out.datatype, out.shape, data)}}}')
     head.append("]}")
     return Rendered(to_bytes("".join(head)), buffers)

@@ -203,16 +203,21 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     A large JSON or compressed body is decoded on a parse thread first (one task).
     """
     try:
-        model = _model(ctx, request)
-        encoding = _encoding(request)
+        version = _version(request)
+        model = ctx.server.model(request.params["model"], version)
+        if model.decoupled:
+            raise TritonError(Code.UNSUPPORTED, _DECOUPLED)
+        encoding = request.headers.get("content-encoding")
+        if encoding is not None:
+            encoding = _encoding(encoding)
         size = len(request.body)
         if size > OFFLOAD_COMPRESSED_BYTES and (
             encoding is not None
             or (size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES)
         ):
-            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding))
+            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version))
             return None
-        parsed = _parse(ctx, request, model, encoding)
+        parsed = _parse(ctx, request, model, encoding, version)
     except TritonError as exc:
         return error_response(exc)
     except Exception as exc:  # a bug must not take the connection down without an answer
@@ -236,10 +241,12 @@ def _submit(
                 error = TritonError(Code.INTERNAL, f"internal error: {error!r}")
             respond(error_response(error))
             return
-        if plan.json_outputs and _large_json(response, plan):
+        try:
+            answer = _render_or_error(request, response, plan)
+        except codec.LargeJson:  # outputs too large to render as JSON on the event loop
             _spawn(ctx, _render_offloaded(request, response, plan))
             return
-        respond(_render_or_error(request, response, plan))
+        respond(answer)
 
     inflight.enter()
     try:
@@ -259,11 +266,13 @@ def _spawn(ctx: EndpointContext, coroutine: Any) -> None:
     task.add_done_callback(_TASKS.discard)
 
 
-async def _infer_offloaded(ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None) -> None:
+async def _infer_offloaded(
+    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str
+) -> None:
     """:func:`infer` for a large body: decoded on a parse thread, then submitted from the loop."""
     loop = asyncio.get_running_loop()
     try:
-        parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding)
+        parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding, version)
         answer = _submit(ctx, request, parsed, model)
     except TritonError as exc:
         answer = error_response(exc)
@@ -274,19 +283,12 @@ async def _infer_offloaded(ctx: EndpointContext, request: HttpRequest, model: An
         request.respond(answer)
 
 
-def _model(ctx: EndpointContext, request: HttpRequest) -> Any:
-    """The model a request names (raises NOT_FOUND/UNAVAILABLE; HTTP cannot serve decoupled models)."""
-    model = ctx.server.model(request.params["model"], _version(request))
-    if model.decoupled:
-        message = "HTTP end point doesn't support models with decoupled transaction policy"
-        raise TritonError(Code.UNSUPPORTED, message)
-    return model
+_DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
-def _encoding(request: HttpRequest) -> str | None:
-    """The body's ``Content-Encoding`` (None: identity); 415 for one Triton does not read."""
-    encoding = request.headers.get("content-encoding")
-    if encoding in (None, "", "identity"):
+def _encoding(encoding: str) -> str | None:
+    """The body's ``Content-Encoding`` header as a coding (None: identity); 415 for one Triton does not read."""
+    if encoding in ("", "identity"):
         return None
     if encoding not in ("gzip", "deflate"):
         raise UnsupportedEncoding("Unsupported compression type")
@@ -294,7 +296,7 @@ def _encoding(request: HttpRequest) -> str | None:
 
 
 def _parse(
-    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None
+    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str
 ) -> tuple[InferenceRequest, codec.OutputPlan]:
     """The request and its output plan, from the (decompressed) body.
 
@@ -306,7 +308,7 @@ def _parse(
     if encoding is not None:
         body = _decompress(body, encoding, ctx.max_request_bytes)
     view = memoryview(body)
-    name, version = request.params["model"], _version(request)
+    name = request.params["model"]
     length = codec.header_length(headers.get(_IHCL), len(view))
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
@@ -317,15 +319,6 @@ def _parse(
     return ireq, plan
 
 
-def _large_json(response: InferenceResponse, plan: codec.OutputPlan) -> bool:
-    """Whether the outputs sent as JSON hold enough bytes to render them on a parse thread."""
-    total = 0
-    for out in response.outputs:
-        if out.shared_memory_region is None and not plan.is_binary(out.name):
-            total += memoryview(out.data).nbytes
-    return total > OFFLOAD_JSON_BYTES
-
-
 def _render_or_error(
     request: HttpRequest, response: InferenceResponse, plan: codec.OutputPlan, rendered: Any = None
 ) -> HttpResponse:
@@ -334,6 +327,8 @@ def _render_or_error(
         if isinstance(rendered, Exception):
             raise rendered
         return _render(request, response, plan, rendered)
+    except codec.LargeJson:
+        raise
     except TritonError as exc:
         response.release()
         return error_response(exc)
@@ -363,7 +358,7 @@ def _render(
 ) -> HttpResponse:
     """The answer to an inference; binary outputs are written straight from shared memory."""
     if rendered is None:
-        rendered = codec.render_infer_response(response, plan)
+        rendered = codec.render_infer_response(response, plan, OFFLOAD_JSON_BYTES)
     compression = _accepted_encoding(request.headers.get("accept-encoding"))
     headers: dict[str, str] | None = None
     if rendered.buffers:
