@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["NetworkSettings", "TlsFiles", "DEFAULT_MAX_REQUEST_BYTES"]
+__all__ = ["NetworkSettings", "TlsFiles", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_JSON_BYTES"]
 
 #: the default ``--max-request-bytes``: a 256 MiB tensor and its header fit (Triton 2.51 has no
 #: HTTP limit and 2 GiB on gRPC; its later ``--http-max-input-size`` defaults to 64 MB)
 DEFAULT_MAX_REQUEST_BYTES = 512 << 20
+
+
+#: the default ``--max-json-request-bytes``: about a second of parsing on one core (larger
+#: tensors go as binary data, as tritonclient sends them by default)
+DEFAULT_MAX_JSON_BYTES = 32 << 20
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,6 +45,9 @@ class NetworkSettings:
     :ivar max_inflight_request_bytes: bytes of HTTP request bodies held at once over all
         connections (``--max-inflight-request-bytes``; 0: four times ``--max-request-bytes``);
         a body that does not fit is answered 503 with ``Retry-After``.
+    :ivar max_json_request_bytes: the largest JSON part of an HTTP inference request
+        (``--max-json-request-bytes``): JSON is parsed into Python objects on a parse thread that
+        holds the interpreter for the whole parse, so it is bounded more tightly than binary data.
     :ivar http_header_timeout_s: a request head must be complete this long after its first byte.
     :ivar http_body_timeout_s: a request body (or a response being sent) may stall this long.
     :ivar http_idle_timeout_s: a keep-alive connection may wait this long for a request.
@@ -50,6 +58,7 @@ class NetworkSettings:
     """
 
     max_inflight_request_bytes: int = 0
+    max_json_request_bytes: int = DEFAULT_MAX_JSON_BYTES
     http_header_timeout_s: float = 30.0
     http_body_timeout_s: float = 60.0
     http_idle_timeout_s: float = 300.0

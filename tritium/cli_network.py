@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any, Callable
 
-from .core.network import NetworkSettings, TlsFiles
+from .core.network import DEFAULT_MAX_JSON_BYTES, NetworkSettings, TlsFiles
 
 __all__ = ["add_network_flags", "network_settings"]
 
@@ -30,6 +30,10 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
     p.add_argument(
         "--max-inflight-request-bytes", type=int, default=0, metavar="BYTES",
         help="tritium: bytes of HTTP request bodies held at once; more get 503 (default 4 x --max-request-bytes)",
+    )
+    p.add_argument(
+        "--max-json-request-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES, metavar="BYTES",
+        help="tritium: the largest JSON part of an HTTP inference request; more is 413 (default 32 MiB)",
     )
     for flag, default, what in (
         ("--http-header-timeout-secs", 30.0, "a request head must be complete this long after its first byte"),
@@ -88,8 +92,8 @@ def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSetti
     for flag in ("--grpc-max-connection-idle-secs", "--max-inflight-request-bytes"):
         if getattr(args, flag[2:].replace("-", "_")) < 0:
             parser.error(f"{flag} must be >= 0")
-    for flag in ("--worker-ping-interval-secs", "--worker-ping-timeout-secs", "--http-header-timeout-secs",
-                 "--http-body-timeout-secs", "--http-idle-timeout-secs"):
+    for flag in ("--max-json-request-bytes", "--worker-ping-interval-secs", "--worker-ping-timeout-secs",
+                 "--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs"):
         if getattr(args, flag[2:].replace("-", "_")) <= 0:
             parser.error(f"{flag} must be > 0")
     channel = {arg: int(getattr(args, flag[2:].replace("-", "_"))) for flag, (arg, _d) in _GRPC_KEEPALIVE.items()}
@@ -98,6 +102,7 @@ def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSetti
         channel["grpc.max_connection_idle_ms"] = int(args.grpc_max_connection_idle_secs * 1000)
     return NetworkSettings(
         max_inflight_request_bytes=int(args.max_inflight_request_bytes),
+        max_json_request_bytes=int(args.max_json_request_bytes),
         http_header_timeout_s=float(args.http_header_timeout_secs),
         http_body_timeout_s=float(args.http_body_timeout_secs),
         http_idle_timeout_s=float(args.http_idle_timeout_secs),

@@ -53,6 +53,8 @@ class HTTPFrontend:
         connections (0: four times ``max_request_bytes``); a body past it is answered 503.
     :param timeouts: header, body and keep-alive idle timeouts (:class:`~.connection_table.HttpTimeouts`).
     :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
+    :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
+        JSON becomes Python objects, so it is bounded more tightly than binary data (413).
     """
 
     name = "http"
@@ -67,11 +69,12 @@ class HTTPFrontend:
         max_inflight_bytes: int = 0,
         timeouts: HttpTimeouts | None = None,
         tls: Any = None,
+        max_json_bytes: int = 0,
     ) -> None:
         self.server = server
         self.address = address
         self.port = port
-        self.context = EndpointContext(server, max_request_bytes)
+        self.context = EndpointContext(server, max_request_bytes, max_json_bytes)
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
         self.connections = ConnectionTable(timeouts)
@@ -231,4 +234,5 @@ def frontend_from_options(server: Any) -> HTTPFrontend:
             options.network.http_idle_timeout_s,
         ),
         options.network.http_tls,
+        options.network.max_json_request_bytes,
     )

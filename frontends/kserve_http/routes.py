@@ -310,6 +310,11 @@ def _parse(
     view = memoryview(body)
     name = request.params["model"]
     length = codec.header_length(headers.get(_IHCL), len(view))
+    if length > ctx.max_json_bytes:
+        raise BodyTooLarge(
+            f"the JSON of the request ({length} bytes) exceeds the maximum of {ctx.max_json_bytes} bytes "
+            "(--max-json-request-bytes); send large tensors as binary data"
+        )
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
     else:

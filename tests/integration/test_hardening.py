@@ -33,6 +33,7 @@ from tests.support.server import ServerProcess
 
 LIMIT = 64 << 20  # --max-request-bytes
 BUDGET = 192 << 20  # --max-inflight-request-bytes: three bodies at the limit
+JSON_LIMIT = 16 << 20  # --max-json-request-bytes
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MISSING_BACKEND = """
 backend: "nosuchbackend"
@@ -52,6 +53,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     args = [
         f"--max-request-bytes={LIMIT}",
         f"--max-inflight-request-bytes={BUDGET}",
+        f"--max-json-request-bytes={JSON_LIMIT}",
         "--model-control-mode=explicit",
         "--load-model=echo",
         "--load-model=strings",
@@ -162,6 +164,17 @@ def test_large_json_body_is_parsed_off_the_event_loop(server: ServerProcess) -> 
     body = json.dumps({"inputs": [tensor]}).encode()
     (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body))
     assert status == 200 and reply["outputs"][0]["shape"] == [count] and reply["outputs"][0]["data"][:3] == [7, 7, 7]
+    assert worst < HEALTH_S, f"health took {worst:.2f} s"
+
+
+def test_json_past_its_own_limit_is_refused_before_it_is_parsed(server: ServerProcess) -> None:
+    count = JSON_LIMIT // 2
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [1] * count}]})
+    assert JSON_LIMIT < len(body) < LIMIT
+    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body.encode()))
+    assert (status, reply) == (413, {"error": f"the JSON of the request ({len(body)} bytes) exceeds the maximum of "
+                                              f"{JSON_LIMIT} bytes (--max-json-request-bytes); send large tensors as "
+                                              "binary data"})
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 

@@ -21,6 +21,7 @@ def test_defaults() -> None:
     assert (n.max_inflight_request_bytes, n.http_header_timeout_s, n.http_body_timeout_s, n.http_idle_timeout_s) == (
         0, 30.0, 60.0, 300.0
     )
+    assert n.max_json_request_bytes == 32 << 20
     assert n.grpc_channel_args == {  # Triton's defaults, and one hour of idleness
         "grpc.keepalive_time_ms": 7_200_000,
         "grpc.keepalive_timeout_ms": 20_000,
