@@ -100,8 +100,8 @@ async def _json_body(request: Request, limit: int) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
-    except ValueError as exc:
-        raise TritonError(Code.INTERNAL, f"failed to parse the request JSON buffer: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # malformed, huge integers, nested too deeply: 400
+        raise TritonError(Code.INVALID_ARG, f"failed to parse the request JSON buffer: {exc}") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -177,7 +177,7 @@ class Routes:
             if key != "config" and not key.startswith(_FILE):
                 raise TritonError(Code.INTERNAL, "unexpected error on creating Triton parameter")
             if not isinstance(value, str):
-                raise TritonError(Code.INTERNAL, "attempt to access JSON non-string as string")
+                raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-string as string")
             if key == "config":
                 config = value
                 continue
@@ -191,7 +191,7 @@ class Routes:
     async def index(self, request: Request) -> Response:
         ready = (await _json_body(request, self.limit)).get("ready", False)
         if not isinstance(ready, bool):
-            raise TritonError(Code.INTERNAL, "attempt to access JSON non-boolean as boolean")
+            raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-boolean as boolean")
         return _json(self.server.repository_index(ready))
 
     async def route(self, request: Request) -> Response:

@@ -268,7 +268,7 @@ def test_bad_requests_get_tritons_answers_and_the_replicas_keep_serving(fixed: R
     with pytest.raises(InferenceServerException) as ginfo:
         grpc.infer("nope", _add_sub_inputs(grpcclient))
     assert ginfo.value.status() == "StatusCode.NOT_FOUND"
-    assert raw("POST", "/v2/models/add_sub/infer", b"{not json")[0] == 500
+    assert raw("POST", "/v2/models/add_sub/infer", b"{not json")[0] == 400  # Triton: 500 (docs/compatibility.md)
     status, body = raw("POST", "/v2/models/add_sub/infer", b"x" * (MAX_REQUEST_BYTES + 1))
     assert status == 413 and b"exceeds the maximum request size of 2000000 bytes" in body
     assert raw("GET", "/v2/models/add_sub/infer") == (405, b'{"error":"Method Not Allowed"}')
