@@ -31,6 +31,7 @@ from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
+from .startup import check_ports, endpoint_address, model_table, options_table
 
 log = logging.getLogger("tritium.server")
 
@@ -85,23 +86,37 @@ class InferenceServer:
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self, frontends: bool = True) -> None:
-        """Load the models, then start the frontends.
+        """Create the frontends and check their ports, load the models, log Triton's tables, start the frontends.
 
-        :raises TritonError: INTERNAL when a model failed to load and
-            ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
+        :raises TritonError: UNAVAILABLE naming the port when an endpoint's
+            port is taken (before any model loads); INTERNAL when a model
+            failed to load and ``exit_on_error`` is set; a frontend's own
+            error when it cannot be created or started.
         """
-        self.repository.cache = await open_cache(self.options.cache_config)
-        await self.repository.start()
-        failures = self.repository.failures
-        if failures and self.options.exit_on_error:
-            await self.repository.unload_all()
-            raise TritonError(Code.INTERNAL, "failed to load all models: " + "; ".join(failures))
-        if frontends:
+        if frontends:  # created and their ports checked before any model loads: a taken port fails at once
             self.frontends = create_frontends(
                 self,
                 with_settings(self.plugins, self.options.frontend_settings),
                 {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
             )
+            try:
+                check_ports(self.frontends)
+            except TritonError:
+                self.frontends = []
+                raise
+        self.repository.cache = await open_cache(self.options.cache_config)
+        await self.repository.start()
+        log.info("\n%s", model_table(self.repository.index()))
+        log.info("\n%s", options_table(self.options, __version__, EXTENSIONS, [
+            f"{getattr(f, 'name', type(f).__name__)} {host}:{port}"
+            for f in self.frontends if (where := endpoint_address(f)) is not None for host, port in [where]
+        ]))
+        failures = self.repository.failures
+        if failures and self.options.exit_on_error:
+            await self.repository.unload_all()
+            self.frontends = []
+            raise TritonError(Code.INTERNAL, "failed to load all models: " + "; ".join(failures))
+        if frontends:
             started: list[Frontend] = []
             try:
                 for frontend in self.frontends:
@@ -110,6 +125,7 @@ class InferenceServer:
             except BaseException:
                 for frontend in started:
                     await frontend.stop(0)
+                self.frontends = []
                 await self.repository.unload_all()
                 raise
             names = [getattr(f, "name", type(f).__name__) for f in self.frontends]
