@@ -162,3 +162,28 @@ def test_help_says_each_default_once() -> None:
         assert len(re.findall(r"default", entry)) <= 1, entry
     flat = re.sub(r"\s+", " ", text)
     assert "(default 2 GiB)" in flat and "2147483648" not in flat
+
+
+SLOW_INIT = """
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(6)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
+"""
+
+
+def test_a_long_load_says_it_is_still_loading(start_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.support.ensembles import add_python
+
+    add_python(tmp_path / "models", "slow", SLOW_INIT)
+    log = start_server([tmp_path / "models"], ["--allow-grpc=false", "--allow-metrics=false"]).log()
+    still = re.findall(r"\] still loading 'slow' version 1, (\d+) s$", log, re.M)
+    assert still and int(still[0]) >= 5, log
+    assert log.index("still loading 'slow'") < log.index("successfully loaded 'slow' version 1")
