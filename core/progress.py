@@ -89,7 +89,8 @@ class Progress:
         elapsed = max(self._clock() - self._start, 1e-9)
         done = self._amount(self.done)
         if self.total:
-            done += f" of {self._amount(self.total)} ({100 * self.done / self.total:.0f}%)"
+            of = self._amount(self.total) if self.unit == "B" else f"{self.done} of {self.total} {self.unit}"
+            done = (f"{done} of {of}" if self.unit == "B" else of) + f" ({100 * self.done / self.total:.0f}%)"
         rate = self.done / elapsed
         speed = f"{size_text(rate)}/s" if self.unit == "B" else f"{rate:.1f} {self.unit}/s"
         return f"{self.what}: {done}, {speed}"
