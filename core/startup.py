@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from .errors import Code, TritonError
 
-__all__ = ["check_ports", "endpoint_address", "model_table", "options_table", "render_table"]
+__all__ = ["check_ports", "endpoint_address", "endpoint_lines", "model_table", "options_table", "render_table"]
 
 
 def endpoint_address(frontend: Any) -> tuple[str, int] | None:
@@ -34,6 +34,16 @@ def endpoint_address(frontend: Any) -> tuple[str, int] | None:
         return None
     host = getattr(frontend, "host", None) or getattr(frontend, "address", "") or ""
     return str(host), port
+
+
+def endpoint_lines(frontends: Iterable[Any]) -> list[str]:
+    """``"<name> <host>:<port>"`` of each frontend that listens on TCP (the options table's ``endpoints``)."""
+    out = []
+    for frontend in frontends:
+        where = endpoint_address(frontend)
+        if where is not None:
+            out.append(f"{getattr(frontend, 'name', type(frontend).__name__)} {where[0]}:{where[1]}")
+    return out
 
 
 def check_ports(frontends: Iterable[Any]) -> None:
