@@ -45,6 +45,9 @@ def test_candidate_config_sets_instances_and_batcher_and_keeps_the_rest() -> Non
     off = candidate_config(BATCHING, Candidate(1, 8))
     assert not off.HasField("dynamic_batching") and off.max_batch_size == 8
     assert BATCHING.dynamic_batching.max_queue_delay_microseconds == 7  # the original is untouched
+    plain = candidate_config(PLAIN, Candidate(3))
+    assert [(g.count, g.kind) for g in plain.instance_group] == [(3, mc.ModelInstanceGroup.KIND_AUTO)]
+    assert plain.max_batch_size == 0 and not plain.HasField("dynamic_batching")
 
 
 def _result(instances: int, *points: tuple[int, float, float]) -> Result:

@@ -116,16 +116,15 @@ def candidates(config: mc.ModelConfig, space: Space) -> list[Candidate]:
 def candidate_config(config: mc.ModelConfig, candidate: Candidate) -> mc.ModelConfig:
     """``config`` with the candidate's instance group and batching settings.
 
-    The first instance group's ``kind`` (and ``gpus``) is kept; the other groups are dropped.
+    The first instance group's ``kind`` (and ``gpus``) is kept; the other groups are dropped
+    (no group: ``KIND_AUTO``, as the server would choose).
     """
     out = mc.ModelConfig()
     out.CopyFrom(config)
     group = mc.ModelInstanceGroup()
-    if config.instance_group:
+    if config.instance_group:  # else KIND_AUTO: the server picks CPU or GPU as it would
         group.CopyFrom(config.instance_group[0])
         group.ClearField("name")
-    else:
-        group.kind = mc.ModelInstanceGroup.KIND_CPU
     group.count = candidate.instances
     out.ClearField("instance_group")
     out.instance_group.append(group)
