@@ -91,7 +91,7 @@ def perf_analyzer_command() -> tuple[list[str], dict[str, str]]:
     if not binary.exists():
         found = shutil.which("perf_analyzer")
         if not found:
-            raise PerfAnalyzerError("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0' "
+            raise PerfAnalyzerError("perf_analyzer not found: pip install 'tritonclient[http,grpc]==2.51.0' "
                                     "(or pip install 'tritium[analyzer]')")
         binary = Path(found)
     if sys.platform.startswith("linux") and not _LIBB64.exists():
