@@ -76,6 +76,39 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
         assert outputs == {"OUTPUT0": [2.0, 4.0, 6.0, 8.0], "OUTPUT1": [0.0, 0.0, 0.0, 0.0]}
 
 
+@pytest.mark.skipif(bool(_perf_analyzer_missing()), reason=_perf_analyzer_missing() or "-")
+def test_quick_search_on_efficientnet(tmp_path: Path) -> None:
+    """The example EfficientNet-Lite0 (onnxruntime), narrowed to one instance count and one concurrency."""
+    pytest.importorskip("efficientnet_lite_pytorch")
+    repo, model = tmp_path / "models", "efficientnet_lite0_onnx"
+    subprocess.run([sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", model, "--output",
+                    str(repo), "--images", str(tmp_path / "images")], check=True, capture_output=True, timeout=600)
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [sys.executable, "-m", "tritium.analyzer.cli", f"--model-repository={repo}", f"--model={model}", "--quick",
+         "--instances=1", "--concurrency=2", f"--output={out}"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [(r["label"], r["error"], len(r["points"])) for r in results["results"]] == [
+        ("i1", "", 1), ("i1 dyn b8 100us", "", 1)
+    ]
+    text = (out / "best" / "config.pbtxt").read_text()
+    assert 'platform: "onnxruntime_onnx"' in text and "count: 1" in text
+    (repo / model / "config.pbtxt").write_text(text)  # the best configuration loads and serves
+    with ServerProcess([repo], ["--allow-grpc=false", "--allow-metrics=false"], log_path=tmp_path / "s.log") as server:
+        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 224, 224],
+                            "parameters": {"binary_data_size": 3 * 224 * 224 * 4}}],
+                "outputs": [{"name": "logits", "parameters": {"classification": 1}}]}
+        head = json.dumps(body).encode()
+        status, _, reply = http_call(server, "POST", f"/v2/models/{model}/infer", head + bytes(3 * 224 * 224 * 4),
+                                     {"Inference-Header-Content-Length": str(len(head))})
+        assert status == 200, reply
+        (top,) = json.loads(reply)["outputs"][0]["data"]
+        assert top.count(":") == 2  # "<score>:<index>:<label>"
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "tritium.analyzer.cli"]
     done = subprocess.run([*run, f"--model-repository={tmp_path}", "--model=nope"], capture_output=True, text=True)
