@@ -49,7 +49,7 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
     )
     p.add_argument(
         "--grpc-max-connection-idle-secs", type=float, default=3600.0, metavar="SECONDS",
-        help="tritium: a gRPC connection with no call for this long is closed (GOAWAY; 0 = never; default 3600)",
+        help="tritium: a gRPC connection with no call for this long is closed with GOAWAY (0 = never)",
     )
     p.add_argument(
         "--worker-ping-interval-secs", type=float, default=5.0, metavar="SECONDS",
@@ -65,9 +65,9 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
                        help=f"{extra}serve the {endpoint} endpoint over TLS")
         p.add_argument(f"--{endpoint}-use-ssl-mutual", type=to_bool, default=False, metavar="BOOL",
                        help=f"{extra}TLS with client certificates (checked against --{endpoint}-root-cert)")
-        p.add_argument(f"--{endpoint}-server-cert", default="", metavar="PEM", help="the server's certificate (chain)")
-        p.add_argument(f"--{endpoint}-server-key", default="", metavar="PEM", help="the server's private key")
-        p.add_argument(f"--{endpoint}-root-cert", default="", metavar="PEM", help="the CA of client certificates")
+        p.add_argument(f"--{endpoint}-server-cert", default=None, metavar="PEM", help="the server's certificate (chain)")
+        p.add_argument(f"--{endpoint}-server-key", default=None, metavar="PEM", help="the server's private key")
+        p.add_argument(f"--{endpoint}-root-cert", default=None, metavar="PEM", help="the CA of client certificates")
 
 
 def _tls(parser: argparse.ArgumentParser, args: Any, endpoint: str) -> TlsFiles | None:

@@ -161,7 +161,7 @@ def test_help_says_each_default_once() -> None:
     for entry in entries:
         assert len(re.findall(r"default", entry)) <= 1, entry
     flat = re.sub(r"\s+", " ", text)
-    assert "(default 2 GiB)" in flat and "2147483648" not in flat
+    assert "(default 512 MiB)" in flat and "536870912" not in flat
 
 
 SLOW_INIT = """
