@@ -21,7 +21,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.support.clients import http_call
+from tests.support.clients import http_call, module_server
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
@@ -83,20 +83,13 @@ def _source() -> str:
     return base64.b64encode(textwrap.dedent(TARGET_MODEL).encode()).decode()
 
 
-def _repository(root: Path) -> Path:
-    repo = root / "models"
+def _repository(repo: Path) -> None:
     add_model(repo, "ctl", CTL, files={"1/model.py": CTL_MODEL})
     add_model(repo, "target", TARGET, files={"1/model.py": TARGET_MODEL})
-    return repo
 
 
 def _server(root: Path, args: list[str]) -> Iterator[ServerProcess]:
-    proc = ServerProcess([_repository(root)], args + ["--allow-metrics=false"], log_path=root / "server.log")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    return module_server(root, _repository, args + ["--allow-metrics=false"])
 
 
 @pytest.fixture(scope="module")
