@@ -231,7 +231,11 @@ async def _events(first: InferenceResponse | None, responses: AsyncIterator[Infe
         pending = first
         while True:
             if pending is None:
-                pending = await anext(responses, None)
+                try:
+                    pending = await anext(responses, None)
+                except TritonError as exc:  # the request failed under way (e.g. its instance died)
+                    yield sse.frame(_error_body(exc))
+                    return
                 if pending is None:
                     return
             response, pending = pending, None

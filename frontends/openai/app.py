@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from ..sse import event
+from tritium.frontends.sse import event
 from .protocol import OpenAIError, parse_chat, parse_completion, parse_json
 from .serving import Serving
 

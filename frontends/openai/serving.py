@@ -17,8 +17,8 @@ from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from tritium.core import Code, InferenceServer, TritonError
+from tritium.frontends.sse import primed
 
-from ..sse import primed
 from .chat_template import DEFAULT_CHAT_TEMPLATE, TemplateError, render
 from .convention import ConventionError, LLMModel, Step, TextDecoder
 from .protocol import ChatRequest, CompletionRequest, OpenAIError, Sampling
