@@ -500,8 +500,8 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def _respond(self, response: HttpResponse) -> None:
         """Write ``response``; then (once it is on the wire) go on with the next request."""
-        if response.__class__ is not HttpResponse:
-            self._respond_stream(response)  # type: ignore[arg-type]
+        if response.__class__ is not HttpResponse and isinstance(response, HttpStreamResponse):
+            self._respond_stream(response)
             return
         transport = self._transport
         self._pending_release = response.release
