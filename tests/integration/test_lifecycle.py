@@ -311,11 +311,18 @@ def test_a_signal_to_the_whole_process_group_drains_like_one_to_the_server(tmp_p
                                    env=server.env, start_new_session=True)  # its own process group
     try:
         server.wait_live()
-        client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
         inp = httpclient.InferInput("INPUT0", [4], "FP32")
         inp.set_data_from_numpy(np.ones(4, np.float32))
         results: list[object] = []
-        thread = threading.Thread(target=lambda: results.append(client.infer("slow", [inp]).as_numpy("OUTPUT0")))
+
+        def call() -> None:  # the client lives and is closed in its thread (its gevent hub is that thread's)
+            client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+            try:
+                results.append(client.infer("slow", [inp]).as_numpy("OUTPUT0"))
+            finally:
+                client.close()
+
+        thread = threading.Thread(target=call)
         thread.start()
         time.sleep(0.3)
         os.killpg(server.proc.pid, sig)  # the group is the server's own (start_new_session)
