@@ -21,6 +21,7 @@ from ..errors import Code, TritonError
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
 from .channel import AsyncChannel
+from .log_relay import relay_worker_log
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
 log = logging.getLogger("tritium.worker")
@@ -135,6 +136,7 @@ class WorkerProcess:
         """
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        log_read, log_write = os.pipe()  # the worker's stderr: its log records, relayed by the core
         self._exited = loop.create_future()
         self._hello = loop.create_future()
         try:
@@ -150,15 +152,19 @@ class WorkerProcess:
                 str(self.log_verbose),
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
+                stderr=log_write,
                 env={**os.environ, **self.env} if self.env else None,
                 cwd=self.cwd,
             )
         except OSError as exc:
             parent.close()
+            os.close(log_read)
             raise TritonError(Code.INTERNAL, f"{self.label}: cannot start worker process: {exc}") from exc
         finally:
             child.close()
+            os.close(log_write)
         self.pid = self._proc.pid
+        asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
         self._channel = AsyncChannel(parent, self._on_message, self._on_close)
         asyncio.ensure_future(self._watch(self._proc))
         hello = await self._wait(self._hello, timeout, "start")

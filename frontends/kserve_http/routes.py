@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import zlib
 from typing import Any
 
 from ...core.errors import Code, TritonError
 from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
+from ...core.tracing.requests import begin_trace, traced_done
 from . import codec
 from .context import EndpointContext, error_response
 from .body import BodyTooLarge
@@ -27,6 +29,7 @@ from .connection import HttpRequest, HttpResponse
 from .repository import add_repository_routes
 from .router import Router
 from .shared_memory import add_shared_memory_routes
+from .trace_logging import add_trace_logging_routes
 
 log = logging.getLogger("tritium.http")
 
@@ -172,6 +175,8 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     Answers from the model's completion callback (``request.respond``), with no task
     or coroutine per request; errors found before the model runs are answered at once.
     """
+    tracer = ctx.server.tracer
+    recv_ns = time.perf_counter_ns() if tracer.enabled else 0
     try:
         parsed = _parse(ctx, request)
     except TritonError as exc:
@@ -204,6 +209,10 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
             answer = error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
         respond(answer)
 
+    if recv_ns:  # the trace extension is on: sample this request
+        trace = begin_trace(tracer, ireq, "HTTP", recv_ns, request.headers.get("traceparent"))
+        if trace is not None:
+            done = traced_done(tracer, trace, done)
     inflight.enter()
     try:
         ctx.server.submit(ireq, done, model)
@@ -266,23 +275,6 @@ def _render(request: HttpRequest, response: InferenceResponse, plan: codec.Outpu
     return HttpResponse(200, [rendered.header, *rendered.buffers], content_type, headers, response.release)
 
 
-# Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
-_NOT_YET = (
-    ("/v2/models/{model}/trace/setting", "trace"),
-    ("/v2/models/{model}/versions/{version}/trace/setting", "trace"),
-    ("/v2/trace/setting", "trace"),
-    ("/v2/logging", "logging"),
-)
-_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
-
-
-def _not_yet(extension: str):  # type: ignore[no-untyped-def]
-    def handler(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
-        return error_response(TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet"))
-
-    return handler
-
-
 _MODEL = "/v2/models/{model}"
 _VERSION = _MODEL + "/versions/{version}"
 
@@ -302,6 +294,4 @@ def add_routes(router: Router) -> None:
     router.add("/v2/health/ready", "GET", health_ready)
     add_repository_routes(router)
     add_shared_memory_routes(router)
-    for path, extension in _NOT_YET:
-        for method in _METHODS:
-            router.add(path, method, _not_yet(extension))
+    add_trace_logging_routes(router)
