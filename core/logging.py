@@ -209,6 +209,7 @@ class LogManager:
             setattr(self, key, value)
         self._formatter.fmt = self.log_format
         self._apply_level()
+        logging.getLogger("tritium.logging").debug("log settings now: %s", self.settings())
         return self.settings()
 
 

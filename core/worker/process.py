@@ -164,7 +164,7 @@ class WorkerProcess:
             child.close()
             os.close(log_write)
         self.pid = self._proc.pid
-        asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
+        self._log_task = asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
         self._channel = AsyncChannel(parent, self._on_message, self._on_close)
         asyncio.ensure_future(self._watch(self._proc))
         hello = await self._wait(self._hello, timeout, "start")
