@@ -31,6 +31,7 @@ from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
+from .stats import configure_summaries, parse_metrics_config
 from .response import InferenceResponse
 from .tracing import Tracer
 
@@ -78,6 +79,12 @@ class InferenceServer:
         self.cuda_shared_memory = CudaSharedMemoryManager(cuda_runtime)
         self.shared_memory.cuda = self.cuda_shared_memory
         self.repository.instance_options.bls = BlsRouter(self)
+        #: ``--metrics-config`` (checked): the latency summaries are kept from the first model loaded
+        try:
+            self.metrics_config = parse_metrics_config(options.metrics_config)
+        except ValueError as exc:
+            raise TritonError(Code.INVALID_ARG, str(exc)) from None
+        configure_summaries(self.metrics_config["summary_quantiles"] if self.metrics_config["summary_latencies"] else None)
         #: Triton's trace extension (read by the frontends per request: keep it cheap when off)
         self.tracer = Tracer(options.trace, options.trace_otel, self._known_model)
         #: Triton's logging extension (the process's log settings)

@@ -357,6 +357,12 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         parser.error(str(exc))
     if args.metrics_interval_ms < 1:
         parser.error("--metrics-interval-ms must be >= 1")
+    from .core.stats import parse_metrics_config
+
+    try:
+        parse_metrics_config(dict(args.metrics_config))
+    except ValueError as exc:
+        parser.error(str(exc))
     options = ServerOptions(
         trace=trace,
         trace_otel=trace_otel,
