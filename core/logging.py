@@ -287,7 +287,11 @@ def configure_worker_logging(verbose: int = 0, model: str = "") -> None:
         logger.addHandler(handler)
         logger.propagate = False
     _worker_formatter.model = model
-    logging.getLogger("tritium").setLevel(logging.DEBUG if verbose > 0 else logging.INFO)
+    logger = logging.getLogger("tritium")
+    if verbose > 0 or logger.level == logging.DEBUG:  # the core filters; a worker only sends more
+        logger.setLevel(logging.DEBUG)
+    else:
+        logger.setLevel(logging.INFO)
 
 
 def configure_logging(verbose: int = 0, prefix: str = "") -> None:

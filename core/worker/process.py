@@ -18,6 +18,7 @@ import sys
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import Code, TritonError
+from ..logging import log_manager
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
 from .channel import AsyncChannel
@@ -149,7 +150,7 @@ class WorkerProcess:
                 "--worker-id",
                 str(self.id),
                 "--log-verbose",
-                str(self.log_verbose),
+                str(max(self.log_verbose, log_manager().log_verbose_level)),  # the level now, not at start-up
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stderr=log_write,
