@@ -288,23 +288,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
     )
 
 
-# -- extensions tritium does not implement yet --------------------------------------------------------
-@pytest.mark.parametrize(
-    ("rpc", "request_message", "extension"),
-    [
-        ("TraceSetting", pb.TraceSettingRequest(), "trace"),
-        ("LogSettings", pb.LogSettingsRequest(), "logging"),
-    ],
-)
-def test_unimplemented_extensions(
-    stub: service_pb2_grpc.GRPCInferenceServiceStub, rpc: str, request_message: Any, extension: str
-) -> None:
-    assert rpc_error(getattr(stub, rpc), request_message) == (
-        grpc.StatusCode.UNIMPLEMENTED,
-        f"{rpc}: the {extension} extension is not supported by tritium yet",
-    )
-
-
 def test_decoupled_model_refuses_model_infer(client: grpcclient.InferenceServerClient) -> None:
     with pytest.raises(InferenceServerException) as info:
         client.infer("decoupled", [fp32_input(np.zeros((1, 16), dtype=np.float32))])
