@@ -209,7 +209,8 @@ def render(result: dict[str, Any], concurrency: int) -> str:
         "",
         f"- **Core CPU per request: {result['cpu_us']:.0f} µs** ({result['rate']:,.0f} requests/s on one core "
         "while the worker runs on the other), system calls to the worker included. A real client adds the "
-        "TCP receive and send of each request (about 15–25 µs here).",
+        "socket receive and send of each request: a bare httptools server answering a fixed body spends "
+        "about 15 µs per request here in all (`shared/microbench`), a bound on that part.",
         f"- **Python work per request: {total:,.0f} bytecodes**, by module:",
         "",
         "| module | bytecodes / request | share |",
@@ -226,7 +227,7 @@ def render(result: dict[str, Any], concurrency: int) -> str:
         "by msgspec), validated, placed (its inputs already lie in the arena), scheduled, sent to the "
         "worker with other frames in one write, answered, rendered and written; each step is tens to a "
         "few hundred bytecodes of plain Python. Halving the core's CPU again needs either fewer steps "
-        "per request (a frontend process that parses and renders beside the scheduler, below) or "
+        "per request (a frontend process that parses and renders beside the scheduler: "Using more than one CPU", below) or "
         "compiled code for the steps that remain.",
     ]
     return "\n".join(lines)

@@ -414,6 +414,19 @@ def to_stream_response(response: InferenceResponse, request: InferenceRequest) -
     return message
 
 
+def stream_skips(response: InferenceResponse, request: InferenceRequest, decoupled: bool) -> bool:
+    """True for a decoupled model's flags-only final response (no outputs, parameters or error), which a
+    stream carries only when the request sets ``triton_enable_empty_final_response``, as in Triton."""
+    return (
+        decoupled
+        and response.final
+        and response.error is None
+        and not response.outputs
+        and not response.parameters
+        and not request.parameters.get("triton_enable_empty_final_response", False)
+    )
+
+
 def stream_error(message: str, request_id: str) -> pb.ModelStreamInferResponse:
     """The stream message for a request that could not start (its error and id)."""
     out = ModelStreamInferResponse(error_message=message)

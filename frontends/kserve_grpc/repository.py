@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from ...core.errors import Code, TritonError
 from ...proto import grpc_service_pb2 as pb
 from ..base import grpc_status
 
-__all__ = ["RepositoryServicerMixin"]
+__all__ = ["RepositoryServicerMixin", "load_parameters", "unload_dependents"]
 
 _FILE = "file:"
 
@@ -25,6 +24,51 @@ def _fail(context: Any, exc: TritonError, empty: Any) -> Any:
     context.set_code(grpc_status(exc.code))
     context.set_details(exc.message)
     return empty
+
+
+def load_parameters(request: pb.RepositoryModelLoadRequest) -> tuple[str | None, dict[str, bytes]]:
+    """A load request's ``config`` (JSON text, or None) and ``file:<path>`` contents (path -> bytes).
+
+    Raises:
+        TritonError: INVALID_ARG for a parameter of the wrong type or an unknown one, with Triton's
+            message.
+    """
+    config: str | None = None
+    files: dict[str, bytes] = {}
+    for key, param in request.parameters.items():
+        which = param.WhichOneof("parameter_choice")
+        if key == "config":
+            if which != "string_param":
+                raise TritonError(
+                    Code.INVALID_ARG, "invalid value type for load parameter 'config', expected string_param."
+                )
+            config = param.string_param
+        elif key.startswith(_FILE):
+            if which != "bytes_param":
+                raise TritonError(
+                    Code.INVALID_ARG, f"invalid value type for load parameter '{key}', expected bytes_param."
+                )
+            files[key[len(_FILE):]] = param.bytes_param
+        else:
+            raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'.")
+    return config, files
+
+
+def unload_dependents(request: pb.RepositoryModelUnloadRequest) -> bool:
+    """An unload request's ``unload_dependents`` (False when absent; other parameters are ignored, as in
+    Triton).
+
+    Raises:
+        TritonError: INVALID_ARG when it is not a ``bool_param``.
+    """
+    param = request.parameters.get("unload_dependents")
+    if param is None:
+        return False
+    if param.WhichOneof("parameter_choice") != "bool_param":
+        raise TritonError(
+            Code.INVALID_ARG, "invalid value type for 'unload_dependents' parameter, expected bool_param."
+        )
+    return param.bool_param
 
 
 class RepositoryServicerMixin:
@@ -41,25 +85,8 @@ class RepositoryServicerMixin:
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Any
     ) -> pb.RepositoryModelLoadResponse:
-        config: str | None = None
-        files: dict[str, bytes] = {}
         try:
-            for key, param in request.parameters.items():
-                which = param.WhichOneof("parameter_choice")
-                if key == "config":
-                    if which != "string_param":
-                        raise TritonError(
-                            Code.INVALID_ARG, "invalid value type for load parameter 'config', expected string_param."
-                        )
-                    config = param.string_param
-                elif key.startswith(_FILE):
-                    if which != "bytes_param":
-                        raise TritonError(
-                            Code.INVALID_ARG, f"invalid value type for load parameter '{key}', expected bytes_param."
-                        )
-                    files[key[len(_FILE):]] = param.bytes_param
-                else:
-                    raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'.")
+            config, files = load_parameters(request)
             await self.server.load_model(request.model_name, config, files or None)
         except TritonError as exc:
             return _fail(context, exc, pb.RepositoryModelLoadResponse())
@@ -68,16 +95,8 @@ class RepositoryServicerMixin:
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Any
     ) -> pb.RepositoryModelUnloadResponse:
-        dependents = False
         try:
-            param = request.parameters.get("unload_dependents")
-            if param is not None:
-                if param.WhichOneof("parameter_choice") != "bool_param":
-                    raise TritonError(
-                        Code.INVALID_ARG, "invalid value type for 'unload_dependents' parameter, expected bool_param."
-                    )
-                dependents = param.bool_param
-            await self.server.unload_model(request.model_name, dependents)
+            await self.server.unload_model(request.model_name, unload_dependents(request))
         except TritonError as exc:
             return _fail(context, exc, pb.RepositoryModelUnloadResponse())
         return pb.RepositoryModelUnloadResponse()

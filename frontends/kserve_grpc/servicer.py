@@ -36,6 +36,7 @@ from .codec import (
     model_metadata_to_proto,
     parse_version,
     stream_error,
+    stream_skips,
     parse_infer_request,
     infer_response_parts,
     to_infer_request,
@@ -279,15 +280,8 @@ class InferenceServicer(
         try:
             async for response in self.server.infer_stream(request):
                 try:
-                    if (
-                        decoupled
-                        and response.final
-                        and response.error is None
-                        and not response.outputs
-                        and not response.parameters
-                        and not request.parameters.get("triton_enable_empty_final_response", False)
-                    ):
-                        continue  # a decoupled model's flags-only final response: not sent unless asked
+                    if stream_skips(response, request, decoupled):
+                        continue
                     yield to_stream_response(response, request)
                 finally:
                     response.release()

@@ -25,10 +25,12 @@ from google.protobuf import json_format
 
 from ...core.errors import Code, TritonError
 from ...frontends.base import grpc_status
+from ...frontends.kserve_grpc.repository import load_parameters, unload_dependents
 from ...frontends.kserve_grpc.codec import (
     model_metadata_to_proto,
     parse_version,
     stream_error,
+    stream_skips,
     to_infer_request,
     to_infer_response,
     to_stream_response,
@@ -158,15 +160,8 @@ class GrpcMethods:
             try:
                 async for response in self.server.infer_stream(core_request):
                     try:
-                        if (
-                            decoupled
-                            and response.final
-                            and response.error is None
-                            and not response.outputs
-                            and not response.parameters
-                            and not core_request.parameters.get("triton_enable_empty_final_response", False)
-                        ):
-                            continue  # a decoupled model's flags-only final response: sent only when asked
+                        if stream_skips(response, core_request, decoupled):
+                            continue
                         yield to_stream_response(response, core_request)
                     finally:
                         response.release()
@@ -188,25 +183,8 @@ class GrpcMethods:
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, grpc_context: Any = None
     ) -> pb.RepositoryModelLoadResponse:
-        config: str | None = None
-        files: dict[str, bytes] = {}
         try:
-            for key, param in request.parameters.items():
-                which = param.WhichOneof("parameter_choice")
-                if key == "config":
-                    if which != "string_param":
-                        raise TritonError(
-                            Code.INVALID_ARG, "invalid value type for load parameter 'config', expected string_param."
-                        )
-                    config = param.string_param
-                elif key.startswith("file:"):
-                    if which != "bytes_param":
-                        raise TritonError(
-                            Code.INVALID_ARG, f"invalid value type for load parameter '{key}', expected bytes_param."
-                        )
-                    files[key[len("file:"):]] = param.bytes_param
-                else:
-                    raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'.")
+            config, files = load_parameters(request)
             await self.agent.load_model(request.model_name, config, files or None)
         except TritonError as exc:
             return _fail(grpc_context, exc, pb.RepositoryModelLoadResponse())
@@ -215,16 +193,8 @@ class GrpcMethods:
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, grpc_context: Any = None
     ) -> pb.RepositoryModelUnloadResponse:
-        dependents = False
         try:
-            param = request.parameters.get("unload_dependents")
-            if param is not None:
-                if param.WhichOneof("parameter_choice") != "bool_param":
-                    raise TritonError(
-                        Code.INVALID_ARG, "invalid value type for 'unload_dependents' parameter, expected bool_param."
-                    )
-                dependents = param.bool_param
-            await self.agent.unload_model(request.model_name, dependents)
+            await self.agent.unload_model(request.model_name, unload_dependents(request))
         except TritonError as exc:
             return _fail(grpc_context, exc, pb.RepositoryModelUnloadResponse())
         return pb.RepositoryModelUnloadResponse()
