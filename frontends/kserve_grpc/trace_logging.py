@@ -10,7 +10,7 @@ a bad value is INVALID_ARGUMENT with Triton's message, ``trace_file`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ...core.errors import TritonError
 from ...proto import grpc_service_pb2 as pb
@@ -39,6 +39,37 @@ def _log_response(settings: dict[str, Any]) -> pb.LogSettingsResponse:
     return response
 
 
+def _answer(context: Any, empty: Any, call: Callable[[], Any]) -> Any:
+    """``call()``'s response, or ``empty`` with the gRPC status of the TritonError it raised."""
+    try:
+        return call()
+    except TritonError as exc:
+        context.set_code(grpc_status(exc.code))
+        context.set_details(exc.message)
+        return empty
+
+
+def _trace_update(request: pb.TraceSettingRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for key, setting in request.settings.items():
+        values = list(setting.value)
+        if not values:
+            body[key] = None  # an empty list clears the setting
+        elif key == "trace_level":
+            body[key] = values
+        else:
+            body[key] = values[0] if len(values) == 1 else values
+    return body
+
+
+def _log_update(request: pb.LogSettingsRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for key, setting in request.settings.items():
+        kind = setting.WhichOneof("parameter_choice")
+        body[key] = None if kind is None else getattr(setting, kind)
+    return body
+
+
 class TraceLoggingRpcs:
     """Mixin of :class:`~.servicer.InferenceServicer`: the trace and logging RPCs (needs ``self.server``)."""
 
@@ -46,35 +77,13 @@ class TraceLoggingRpcs:
 
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
         tracer = self.server.tracer
-        try:
-            if request.settings:
-                body: dict[str, Any] = {}
-                for key, setting in request.settings.items():
-                    values = list(setting.value)
-                    if not values:
-                        body[key] = None
-                    elif key == "trace_level":
-                        body[key] = values
-                    else:
-                        body[key] = values[0] if len(values) == 1 else values
-                return _trace_response(tracer.update(request.model_name, body))
-            return _trace_response(tracer.settings(request.model_name))
-        except TritonError as exc:
-            context.set_code(grpc_status(exc.code))
-            context.set_details(exc.message)
-            return pb.TraceSettingResponse()
+        if request.settings:
+            return _answer(context, pb.TraceSettingResponse(),
+                           lambda: _trace_response(tracer.update(request.model_name, _trace_update(request))))
+        return _answer(context, pb.TraceSettingResponse(), lambda: _trace_response(tracer.settings(request.model_name)))
 
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
         manager = self.server.logging
-        try:
-            if request.settings:
-                body: dict[str, Any] = {}
-                for key, setting in request.settings.items():
-                    kind = setting.WhichOneof("parameter_choice")
-                    body[key] = None if kind is None else getattr(setting, kind)
-                return _log_response(manager.update(body))
-            return _log_response(manager.settings())
-        except TritonError as exc:
-            context.set_code(grpc_status(exc.code))
-            context.set_details(exc.message)
-            return pb.LogSettingsResponse()
+        if request.settings:
+            return _answer(context, pb.LogSettingsResponse(), lambda: _log_response(manager.update(_log_update(request))))
+        return _log_response(manager.settings())
