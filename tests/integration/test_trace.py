@@ -325,3 +325,17 @@ def test_bad_trace_config_flags(tmp_path: Path) -> None:
         finally:
             proc.stop()
         assert message in proc.log()
+
+
+def test_log_frequency_zero_writes_the_trace_file_at_shutdown(tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.json"
+    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
+            "--allow-grpc=false", "--allow-metrics=false"]
+    with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
+        assert trace_file.read_text() == ""  # there from the start, as in Triton
+        _infer_http(proc, request_id="a")
+        _infer_http(proc, "other", request_id="b")
+    traces = _traces(trace_file)
+    assert sorted(t["info"]["request_id"] for t in traces.values()) == ["a", "b"]
+    assert sorted(traces) == [1, 2]
+    assert not list(tmp_path.glob("trace.json.*"))
