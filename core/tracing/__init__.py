@@ -106,6 +106,8 @@ class Tracer:
                 open(settings.file, "a").close()  # as Triton: the file exists from the start
             except OSError as exc:
                 raise TritonError(Code.INTERNAL, f"cannot open trace file '{settings.file}': {exc}") from None
+        if settings.mode == "triton" and not settings.file and settings.on:
+            log.warning("tracing is on but no trace file is given (--trace-config triton,file=PATH): traces are dropped")
         #: whether any request may be traced (read by the frontends per request)
         self.enabled = False
         self._refresh()
@@ -153,6 +155,9 @@ class Tracer:
         if model:
             self._check_model(model)
         changes = parse_update(body)
+        level = changes.get("trace_level")
+        if level and level != ["OFF"] and self.exporter is None and not self.global_settings.file:
+            raise TritonError(Code.INVALID_ARG, "Attempting to set invalid trace setting :trace file name is not given")
         if model:
             override = self._overrides.setdefault(model, {})
             for key, value in changes.items():

@@ -235,6 +235,10 @@ def test_tracing_off_by_default(tmp_path: Path) -> None:
             "trace_file": "", "trace_mode": "triton",
         }
         _infer_http(proc)
+        for path in ("/v2/trace/setting", "/v2/models/ident/trace/setting"):  # Triton: no file, no tracing
+            assert _post(proc, path, {"trace_level": ["TIMESTAMPS"]}) == (
+                400, {"error": "Attempting to set invalid trace setting :trace file name is not given"})
+        assert _post(proc, "/v2/trace/setting", {"trace_rate": "5"})[1]["trace_rate"] == "5"
 
 
 # -- OpenTelemetry -----------------------------------------------------------------------------
