@@ -13,7 +13,6 @@ more per request than read it. Runs on the core's event loop.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import replace
 from typing import Any, Callable
 

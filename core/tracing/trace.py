@@ -27,17 +27,24 @@ from ..types import by_name
 __all__ = ["Trace", "tensor_json"]
 
 
+#: the most elements of one tensor a trace writes (the rest is left out: the text is built on
+#: the event loop)
+MAX_TRACE_ELEMENTS = 1 << 16
+
+
 def tensor_json(name: str, datatype: str, shape: Sequence[int], data: Any) -> dict[str, Any]:
-    """A tensor as Triton's trace file writes it: data and shape as comma-separated text."""
+    """A tensor as Triton's trace file writes it: data and shape as comma-separated text
+    (at most :data:`MAX_TRACE_ELEMENTS` elements of the data)."""
     text = ""
     dt = by_name(datatype)
     if data is not None and dt is not None:
         try:
             if dt.is_bytes:
                 values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                          for v in deserialize_bytes(bytes(data)).reshape(-1)]
+                          for v in deserialize_bytes(bytes(data)).reshape(-1)[:MAX_TRACE_ELEMENTS]]
             else:
-                values = [str(v) for v in np.frombuffer(data, dtype=dt.numpy).tolist()]
+                count = min(len(data) // dt.numpy.itemsize, MAX_TRACE_ELEMENTS) if hasattr(data, "__len__") else -1
+                values = [str(v) for v in np.frombuffer(data, dtype=dt.numpy, count=count).tolist()]
             text = ",".join(values)
         except (ValueError, TypeError):
             text = ""
