@@ -15,10 +15,20 @@ import shlex
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+try:  # `pip install -e .`: setuptools' "Editable installation ... be careful with folders in your
+    # working directory" is information, not a warning about this project (its package-dir layout,
+    # tritium.core = core/ ..., makes the editable install use setuptools' import finder): kept quiet
+    from setuptools.warnings import InformationOnly
+
+    warnings.filterwarnings("ignore", category=InformationOnly)
+except ImportError:  # older setuptools: no such note
+    pass
 
 NAME = "tritium.frontends.kserve_grpc._native"
 SOURCES = ["frontends/kserve_grpc/_native_transport.cc", "frontends/kserve_grpc/_native_module.cc"]

@@ -227,7 +227,7 @@ def render(result: dict[str, Any], concurrency: int) -> str:
         "by msgspec), validated, placed (its inputs already lie in the arena), scheduled, sent to the "
         "worker with other frames in one write, answered, rendered and written; each step is tens to a "
         "few hundred bytecodes of plain Python. Halving the core's CPU again needs either fewer steps "
-        "per request (a frontend process that parses and renders beside the scheduler: "Using more than one CPU", below) or "
+        "per request (a frontend process that parses and renders beside the scheduler: see “Using more than one CPU” below) or "
         "compiled code for the steps that remain.",
     ]
     return "\n".join(lines)

@@ -82,14 +82,16 @@ def onnxruntime_reference(model_dir: Path, seconds: float) -> dict[str, float]:
             latencies.append(time.perf_counter() - t)
 
     workers = [threading.Thread(target=loop, args=(s,)) for s in sessions]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
+    cpu = time.process_time() - cpu
     return {
         "throughput": len(latencies) / (time.perf_counter() - start),
         "p50_us": statistics.median(latencies) * 1e6,
+        "cpu_us": cpu / len(latencies) * 1e6,
         "instances": instances,
         "threads": threads,
     }
@@ -106,7 +108,7 @@ def build_repositories(work: Path) -> Path:
     return repo
 
 
-def render(rows: list[Row], reference: dict[str, float]) -> str:
+def render(rows: list[Row], reference: dict[str, float], note: str = "") -> str:
     by = {(r.model, r.protocol, r.concurrency): r for r in rows}
     lines = [
         "## Serving: tritium against in-process onnxruntime",
@@ -117,6 +119,10 @@ def render(rows: list[Row], reference: dict[str, float]) -> str:
         "is part of every number; runs are back to back in one invocation, with "
         "`--measurement-interval 3000 --stability-percentage 10000 --max-trials 3`"
         + ".",
+    ]
+    if note:
+        lines += ["", f"**{note}**"]
+    lines += [
         "",
         "| model | protocol | concurrency | throughput (infer/s) | p50 latency (µs) | p99 latency (µs) |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
@@ -144,7 +150,8 @@ def render(rows: list[Row], reference: dict[str, float]) -> str:
         f"In-process onnxruntime on the same ONNX file with the model config's settings "
         f"({reference['instances']} sessions, intra_op_num_threads={reference['threads'] or 'default'}, "
         "each driven by its own thread, batch 1 — the physical limit here): "
-        f"**{limit:,.1f} infer/s** (p50 {reference['p50_us']:,.0f} µs).",
+        f"**{limit:,.1f} infer/s** (p50 {reference['p50_us']:,.0f} µs; the mean of a run just before tritium's "
+        f"EfficientNet runs, {reference['before']:,.1f} infer/s, and one just after, {reference['after']:,.1f}).",
         "",
         "### Targets",
         "",
@@ -154,9 +161,16 @@ def render(rows: list[Row], reference: dict[str, float]) -> str:
     grpc4 = by.get((EFFICIENTNET, "grpc", 4))
     if grpc4:
         ratio = grpc4.throughput / limit
+        ceiling = _ceiling(grpc4, reference)
+        low, high = sorted((reference["before"], reference["after"]))
+        # throughput under another load favours whichever side the scheduler favours, so the verdict also
+        # needs the CPU-time ceiling (what the same CPU costs allow on an otherwise idle machine)
+        met = "yes" if ratio >= 0.9 and ceiling >= 0.9 else "no"
+        if high > 1.2 * low:
+            met += f" (the reference itself moved between {low:,.0f} and {high:,.0f} infer/s)"
         lines.append(
-            f"| efficientnet_lite0_onnx, gRPC, concurrency 4: throughput ≥ 0.85 × in-process onnxruntime "
-            f"| {grpc4.throughput:,.1f} / {limit:,.1f} = **{ratio:.2f}×** | {'yes' if ratio >= 0.85 else 'no'} |"
+            f"| efficientnet_lite0_onnx, gRPC, concurrency 4: throughput ≥ 0.9 × in-process onnxruntime (issue 12) "
+            f"| {grpc4.throughput:,.1f} / {limit:,.1f} = **{ratio:.2f}×**; CPU-time ceiling **{ceiling:.2f}×** | {met} |"
         )
     for protocol in ("grpc", "http"):
         r = by.get(("identity_16k", protocol, 1))
@@ -170,20 +184,27 @@ def render(rows: list[Row], reference: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def _ceiling(row: Row, reference: dict[str, float]) -> float:
+    """In-process CPU per inference over tritium's (core + workers + perf_analyzer): the highest ratio of the
+    in-process rate that the same CPU costs allow on these cores."""
+    return reference["cpu_us"] / (row.server_cpu_us + row.worker_cpu_us + row.client_cpu_us)
+
+
 def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -> list[str]:
     """What the numbers say, computed from this run."""
     out = ["", "### Reading the numbers", ""]
     grpc4 = by.get((EFFICIENTNET, "grpc", 4))
     if grpc4:
         total = grpc4.server_cpu_us + grpc4.worker_cpu_us + grpc4.client_cpu_us
-        ref_cpu = reference["instances"] * 1e6 / reference["throughput"]
+        ref_cpu = reference["cpu_us"]  # CPU time, not wall time: a busy machine does not inflate it
         out.append(
             f"- **EfficientNet at concurrency 4 is CPU-bound.** Each inference costs "
             f"{grpc4.worker_cpu_us / 1000:.1f} ms of worker CPU (onnxruntime itself: {ref_cpu / 1000:.1f} ms "
             f"in-process), {grpc4.server_cpu_us / 1000:.2f} ms in the core (receiving the 602 KB message and "
             f"running the request) and {grpc4.client_cpu_us / 1000:.2f} ms in perf_analyzer, all on the same 2 cores: "
             f"{total / 1000:.1f} ms against {ref_cpu / 1000:.1f} ms, so about "
-            f"{ref_cpu / total:.2f}× of the in-process rate is the ceiling on this machine, even with no waiting at all."
+            f"{_ceiling(grpc4, reference):.2f}× of the in-process rate is the ceiling on this machine, even with no waiting at all "
+            "(both sides counted in CPU time, which the machine's other load moves far less than throughput)."
         )
     http1, grpc1 = by.get(("identity_16k", "http", 1)), by.get(("identity_16k", "grpc", 1))
     if http1 and grpc1:
@@ -202,20 +223,24 @@ def _reading(by: dict[tuple[str, str, int], Row], reference: dict[str, float]) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser, triton=False)
+    parser.add_argument("--note", default="", help="a remark printed above the results (e.g. machine under load)")
+    parser.add_argument("--reference-seconds", type=float, default=10.0, help="length of each in-process run")
     args = parser.parse_args()
     prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
     with tempfile.TemporaryDirectory(prefix="tritium-bench-") as tmp:
         work = Path(tmp)
         repo = build_repositories(work)
-        print("in-process onnxruntime reference ...", flush=True)
-        reference = onnxruntime_reference(repo / EFFICIENTNET, 10)
         rows: list[Row] = []
+        references: list[dict[str, float]] = []
         server = ServerProcess([repo], log_path=work / "server.log")
         server.start()
         try:
             assert server.proc is not None
             for model in ("identity_16k", EFFICIENTNET):
+                if model == EFFICIENTNET:  # the reference just before the runs it is compared with
+                    print("in-process onnxruntime reference ...", flush=True)
+                    references.append(onnxruntime_reference(repo / EFFICIENTNET, args.reference_seconds))
                 for protocol in ("http", "grpc"):
                     for concurrency in (1, 4):
                         url = server.http_url if protocol == "http" else server.grpc_url
@@ -224,7 +249,18 @@ def main() -> None:
                         rows.append(row)
         finally:
             server.stop()
-    text = render(rows, reference)
+        print("in-process onnxruntime reference, again ...", flush=True)
+        references.append(onnxruntime_reference(repo / EFFICIENTNET, args.reference_seconds))
+    before, after = references
+    reference = {
+        **before,
+        "throughput": (before["throughput"] + after["throughput"]) / 2,
+        "p50_us": (before["p50_us"] + after["p50_us"]) / 2,
+        "cpu_us": (before["cpu_us"] + after["cpu_us"]) / 2,
+        "before": before["throughput"],
+        "after": after["throughput"],
+    }
+    text = render(rows, reference, args.note)
     write_section(args.output, "serving", text)
     print(text)
 

@@ -29,6 +29,10 @@ class Frontend(Protocol):
 
     ``start`` binds and begins serving; ``stop`` stops accepting, lets
     in-flight calls finish for up to ``grace`` seconds, then closes.
+    A frontend that listens on a TCP port also sets ``port`` (int) and
+    ``host`` or ``address`` (str): the server then checks that port before
+    any model loads (a taken port fails the start-up at once) and names it
+    in its options table.
     """
 
     name: str

@@ -3,8 +3,10 @@
 ``InferenceServer`` is also the in-process API every frontend is built on:
 ``await server.infer(request)`` runs a request; ``server.model(name)``,
 ``server.metadata()``, ``server.statistics()`` answer the other KServe and
-Triton calls. Start-up: tensor pool, models (all loaded, failures recorded;
-with ``exit_on_error`` any failure aborts), then frontends. Shutdown (SIGTERM):
+Triton calls. Start-up: tensor pool, frontends created and their ports
+checked (a taken port aborts before any model loads), models (all loaded,
+failures recorded; with ``exit_on_error`` any failure aborts), Triton's model
+and options tables in the log, then the frontends start. Shutdown (SIGTERM):
 stop admitting, let in-flight requests finish (bounded by
 ``exit_timeout_s``), unload models (finalize backends, stop workers), free
 the shared memory. Runs on one asyncio event loop.
@@ -33,6 +35,7 @@ from .plugins import create_frontends, default_plugins_file, load_plugin_setting
 from .request import InferenceRequest
 from .stats import configure_summaries, parse_metrics_config
 from .response import InferenceResponse
+from .startup import check_ports, endpoint_lines, model_table, options_table
 from .tracing import Tracer
 
 log = logging.getLogger("tritium.server")
@@ -98,26 +101,33 @@ class InferenceServer:
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self, frontends: bool = True) -> None:
-        """Load the models, then start the frontends.
+        """Create the frontends and check their ports, load the models, log Triton's tables, start the frontends.
 
-        :raises TritonError: INTERNAL when a model failed to load and
-            ``exit_on_error`` is set, or a frontend cannot start (e.g. port in use).
+        :raises TritonError: UNAVAILABLE naming the port when an endpoint's
+            port is taken (before any model loads); INTERNAL when a model
+            failed to load and ``exit_on_error`` is set; a frontend's own
+            error when it cannot be created or started.
         """
+        created: list[Frontend] = []
+        if frontends:  # created and their ports checked before any model loads: a taken port fails at once
+            created = create_frontends(
+                self,
+                with_settings(self.plugins, self.options.frontend_settings),
+                {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
+            )
+            check_ports(created)
         self.repository.cache = await open_cache(self.options.cache_config)
         await self.repository.start()
+        log.info("\n%s", model_table(self.repository.index()))
+        log.info("\n%s", options_table(self.options, __version__, EXTENSIONS, endpoint_lines(created)))
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
             await self.repository.unload_all()
             raise TritonError(Code.INTERNAL, "failed to load all models: " + "; ".join(failures))
         if frontends:
-            self.frontends = create_frontends(
-                self,
-                with_settings(self.plugins, self.options.frontend_settings),
-                {"http": self.options.http, "grpc": self.options.grpc, "metrics": self.options.metrics},
-            )
             started: list[Frontend] = []
             try:
-                for frontend in self.frontends:
+                for frontend in created:
                     await frontend.start()
                     started.append(frontend)
             except BaseException:
@@ -125,6 +135,7 @@ class InferenceServer:
                     await frontend.stop(0)
                 await self.repository.unload_all()
                 raise
+            self.frontends = created
             names = [getattr(f, "name", type(f).__name__) for f in self.frontends]
             missing = [n for n in ("http", "grpc", "metrics") if n not in names]
             log.info("endpoints: %s%s", ", ".join(names) or "none",

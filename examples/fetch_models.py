@@ -117,8 +117,24 @@ def _atomic_write(path: Path, writer: Callable[[Path], None]) -> None:
             tmp_path.unlink()
 
 
+#: files this run has written or found already: several models share some (the photos, the ONNX
+#: export the ensemble and the OpenVINO conversion start from); each is handled and reported once
+_HANDLED: set[Path] = set()
+
+
+def _once(path: Path) -> bool:
+    """True the first time this run meets ``path``."""
+    key = path.resolve()
+    if key in _HANDLED:
+        return False
+    _HANDLED.add(key)
+    return True
+
+
 def _produce(path: Path, writer: Callable[[Path], None], force: bool) -> None:
     """Write ``path`` with ``writer`` unless it already exists (and ``force`` is off)."""
+    if not _once(path):
+        return
     if path.exists() and path.stat().st_size > 0 and not force:
         print(f"exists   {path} (skipped; --force rewrites it)")
         return
@@ -433,6 +449,8 @@ def _copy_writer(source: Path) -> Callable[[Path], None]:
 
 def _produce_text(path: Path, text: str, force: bool) -> bool:
     """Write a small generated file when it is missing or its content differs; True if written."""
+    if not _once(path):
+        return False
     if not force and path.is_file() and path.read_text(encoding="utf-8") == text:
         print(f"exists   {path} (up to date)")
         return False
@@ -443,6 +461,8 @@ def _produce_text(path: Path, text: str, force: bool) -> bool:
 
 def _produce_copy(path: Path, source: Path, force: bool) -> bool:
     """Copy ``source`` to ``path`` unless a file of the same size is there; True if written."""
+    if not _once(path):
+        return False
     if not force and path.is_file() and path.stat().st_size == source.stat().st_size:
         print(f"exists   {path} (skipped; --force rewrites it)")
         return False
@@ -566,7 +586,8 @@ def _build_efficientnet_openvino(args: argparse.Namespace) -> None:
     model_dir = args.output / "efficientnet_lite0_openvino"
     _produce_text(model_dir / "config.pbtxt", fx.OPENVINO_CONFIG, args.force)
     _produce(model_dir / "labels.txt", write_labels, args.force)
-    fx.produce_ir(model_dir / "1" / "model.xml", fx.convert_to_openvino(args.output / MODEL_NAME / "1" / "model.onnx"), args.force)
+    if _once(model_dir / "1" / "model.xml"):
+        fx.produce_ir(model_dir / "1" / "model.xml", fx.convert_to_openvino(args.output / MODEL_NAME / "1" / "model.onnx"), args.force)
 
 
 def _build_minilm_torchscript(args: argparse.Namespace) -> None:

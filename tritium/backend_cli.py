@@ -269,8 +269,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"tritium-backend: {exc}", file=sys.stderr)
         return 1
-    print(folder)
+    sys.stdout.write(next_steps(folder, args.name, args.language))
     return 0
+
+
+def next_steps(folder: Path, name: str, language: str) -> str:
+    """What ``tritium-backend new`` prints: the files it wrote, then the commands to build, test and serve.
+
+    Serving needs no copy: the backend folder is ``<backend directory>/<name>/``
+    for a backend directory that is the folder above it.
+    """
+    files = sorted(p.relative_to(folder).as_posix() + ("" if p.is_file() else "/")
+                   for p in folder.rglob("*") if p.is_file() or not any(p.iterdir()))
+    library = f"libtriton_{name}.py" if language == "python" else f"libtriton_{name}.so"
+    build = f"./build.sh   # build: -> {library}" if language == "c" else "# build: nothing to build (a Python backend)"
+    lines = [f"wrote {folder}/ (a {language} backend: OUTPUT0 = 2 * INPUT0):"]
+    lines += [f"  {f}" for f in files]
+    lines += [
+        "next:",
+        f"  cd {folder}",
+        f"  {build}",
+        f"  python -m pytest test_{name}.py   # test: serves models/ over HTTP and gRPC, checks exact values",
+        f"  tritium-server --model-repository=models --backend-directory={folder.resolve().parent}   # serve",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -139,12 +139,20 @@ def _rate_limit_resource(text: str) -> tuple[str, int, int | None]:
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show a flag's default, except when it has none worth printing."""
+    """Show a flag's default, except when it has none worth printing or its help says it already."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, [], False) or action.help is argparse.SUPPRESS:
-            return action.help or ""
+        text = action.help or ""
+        if action.default in (None, [], False) or action.help is argparse.SUPPRESS or "(default" in text:
+            return text
         return super()._get_help_string(action) or ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Refusals on one line, then a one-line pointer to ``--help`` (no usage block)."""
+
+    def error(self, message: str) -> Any:  # argparse's hook: print and exit 2
+        self.exit(2, f"{self.prog}: error: {message}\nRun '{self.prog} --help' for the flags.\n")
 
 
 class _NotYet(argparse.Action):
@@ -180,7 +188,7 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (tritonserver's flag names)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="tritium-server",
         description="tritium: a Triton-compatible inference server. Flags follow tritonserver's.",
         allow_abbrev=False,

@@ -25,6 +25,7 @@ from ..model_loading import load_model
 from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict
 from ..model_instance import InstanceOptions
+from ..progress import still_running
 from ..options import ServerOptions
 from ..warmup import run_warmup
 from ..worker.environment import resolve_environment
@@ -95,37 +96,38 @@ async def load_version(
         checked = normalize.finalize(config_from_dict(completed, f"the configuration of model '{name}'"), name, gpus)
         return config_to_dict(checked)
 
-    config = normalize.instance_groups(config, gpus)
-    environment = await asyncio.to_thread(
-        resolve_environment, name, source.path, source.repository, config_to_dict(config)
-    )
-    options = dataclasses.replace(
-        instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
-    )
-    if environment is not None:
-        options = dataclasses.replace(options, python=environment.python, env=environment.env)
-    check_backend(
-        server_options.composition, name, config.backend, source.path, version,
-        server_options.backend_directory, config.runtime,
-    )
-    model = await load_model(
-        name,
-        version,
-        str(source.path),
-        config_to_dict(config),
-        settings,
-        server_options.auto_complete,
-        finish,
-        lambda cfg: read_labels(source.path, cfg),
-        pool,
-        options,
-    )
-    if model.config.get("model_warmup"):
-        try:
-            await run_warmup(model, source.path)
-        except BaseException:
-            await model.unload()
-            raise
+    async with still_running(log, f"loading '{name}' version {version}"):
+        config = normalize.instance_groups(config, gpus)
+        environment = await asyncio.to_thread(
+            resolve_environment, name, source.path, source.repository, config_to_dict(config)
+        )
+        options = dataclasses.replace(
+            instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
+        )
+        if environment is not None:
+            options = dataclasses.replace(options, python=environment.python, env=environment.env)
+        check_backend(
+            server_options.composition, name, config.backend, source.path, version,
+            server_options.backend_directory, config.runtime,
+        )
+        model = await load_model(
+            name,
+            version,
+            str(source.path),
+            config_to_dict(config),
+            settings,
+            server_options.auto_complete,
+            finish,
+            lambda cfg: read_labels(source.path, cfg),
+            pool,
+            options,
+        )
+        if model.config.get("model_warmup"):
+            try:
+                await run_warmup(model, source.path)
+            except BaseException:
+                await model.unload()
+                raise
     return model
 
 

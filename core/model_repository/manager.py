@@ -344,9 +344,13 @@ class ModelRepositoryManager(ModelLookups):
     def index(self, ready: bool = False) -> list[dict[str, str]]:
         """``POST /v2/repository/index``: every model of the repositories and its versions' states.
 
-        A model that was never loaded (explicit mode) or could not be read is
-        listed by name only; models that exist only in a load request are
-        not listed (as in Triton).
+        Every model has a state and, unless READY, a reason. A model with no
+        version to show is listed once without ``version``: ``LOADING`` while
+        its config is read, else ``UNAVAILABLE`` with why (``not loaded``:
+        never asked for in explicit mode; or its load error, e.g. no version
+        folder). Triton 2.51 lists a never-loaded model by name only and
+        leaves out one with no version folder (docs/compatibility.md).
+        Models that exist only in a load request are not listed (as in Triton).
 
         :param ready: list only READY versions.
         """
@@ -363,7 +367,7 @@ class ModelRepositoryManager(ModelLookups):
             versions = entry.versions if entry is not None else {}
             if not versions:
                 if not ready:
-                    out.append({"name": name})
+                    out.append(self._unversioned(name, entry))
                 continue
             for v in sorted(versions):
                 status = versions[v]
@@ -374,6 +378,15 @@ class ModelRepositoryManager(ModelLookups):
                     item["reason"] = status.reason
                 out.append(item)
         return out
+
+    def _unversioned(self, name: str, entry: ModelEntry | None) -> dict[str, str]:
+        """The index entry of a model without versions to list: its state and why."""
+        if entry is not None and entry.reason:
+            return {"name": name, "state": ModelState.UNAVAILABLE, "reason": entry.reason}
+        lock = self._locks.get(name)
+        if lock is not None and lock.locked():
+            return {"name": name, "state": ModelState.LOADING}
+        return {"name": name, "state": ModelState.UNAVAILABLE, "reason": "not loaded"}
 
     # -- poll mode ---------------------------------------------------------------------------
     async def _poll_forever(self) -> None:
@@ -574,6 +587,7 @@ class ModelRepositoryManager(ModelLookups):
         async with self._limit:
             try:
                 if ensemble is not None:
+                    log.info("loading: %s:%d", name, status.version)
                     labels = read_labels(source.path, ensemble)
                     model: Any = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
                 else:

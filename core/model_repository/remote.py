@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Code, TritonError
+from ..progress import Progress
 from .paths import check_model_name, safe_join
 
 log = logging.getLogger("tritium.repository")
@@ -33,6 +34,8 @@ __all__ = ["is_remote", "RemoteRepository", "PACKAGES"]
 #: the package that provides each URL scheme's fsspec file system
 PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs"}
 _MARKER = ".tritium-downloaded"
+#: bytes read from a remote file at a time (downloads report progress per chunk)
+_CHUNK = 1 << 20
 
 
 def is_remote(repository: str) -> bool:
@@ -144,11 +147,17 @@ class RemoteRepository:
                     tmp.write_bytes(data)
                     os.replace(tmp, target)
             elif not (target / _MARKER).exists():
-                log.info("downloading '%s/%s' from %s", name, entry, self.url)
                 partial = target.with_name(target.name + ".partial")
                 shutil.rmtree(partial, ignore_errors=True)
                 shutil.rmtree(target, ignore_errors=True)
-                self._download_tree(f"{remote}/{entry}", partial)
+                folder = f"{remote}/{entry}"
+                try:
+                    total: int | None = int(self.fs.du(folder, total=True))
+                except Exception:  # a file system without sizes: progress without a total
+                    total = None
+                progress = Progress(log, f"downloading '{name}/{entry}' from {self.url}", total)
+                self._download_tree(folder, partial, progress)
+                progress.close()
                 (partial / _MARKER).touch()
                 os.replace(partial, target)
         for old in local.iterdir():
@@ -158,11 +167,18 @@ class RemoteRepository:
                 else:
                     old.unlink(missing_ok=True)
 
-    def _download_tree(self, remote: str, local: Path) -> None:
+    def _download_tree(self, remote: str, local: Path, progress: Progress) -> None:
         local.mkdir(parents=True)
         for entry, kind in self._entries(remote):
             target = safe_join(local, entry, what="remote file name")
             if kind == "file":
-                self.fs.get_file(f"{remote}/{entry}", str(target))
+                self._get_file(f"{remote}/{entry}", target, progress)
             else:
-                self._download_tree(f"{remote}/{entry}", target)
+                self._download_tree(f"{remote}/{entry}", target, progress)
+
+    def _get_file(self, remote: str, target: Path, progress: Progress) -> None:
+        """Copy one file in bounded chunks, counting its bytes."""
+        with self.fs.open(remote, "rb", block_size=_CHUNK) as src, open(target, "wb") as dst:
+            while chunk := src.read(_CHUNK):
+                dst.write(chunk)
+                progress.update(len(chunk))

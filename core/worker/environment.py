@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import io
+import logging
 import os
 import shutil
 import subprocess
@@ -29,6 +31,9 @@ from typing import Any, Mapping
 
 from ..errors import Code, TritonError
 from ..model_repository.paths import escapes_root
+from ..progress import Progress
+
+log = logging.getLogger("tritium.repository")
 
 __all__ = ["WorkerEnvironment", "resolve_environment", "cache_dir"]
 
@@ -60,6 +65,30 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+class _Counting(io.RawIOBase):
+    """A read-only file that reports how many of the archive's (compressed) bytes were read."""
+
+    def __init__(self, raw: Any, progress: Progress) -> None:
+        self._raw, self._progress = raw, progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer)
+        self._progress.update(n or 0)
+        return n
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+
 def _unpack(archive: Path, model: str) -> Path:
     target = cache_dir() / _sha256(archive)
     if (target / ".complete").exists():
@@ -67,8 +96,11 @@ def _unpack(archive: Path, model: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
     try:
-        with tarfile.open(archive) as tar:
+        progress = Progress(log, f"model '{model}': unpacking execution environment {archive.name}",
+                            archive.stat().st_size)
+        with open(archive, "rb") as raw, tarfile.open(fileobj=_Counting(raw, progress)) as tar:
             tar.extractall(staging, filter="data")
+        progress.close()
         (staging / ".complete").write_text(str(archive))
         try:
             staging.rename(target)

@@ -81,6 +81,7 @@ class GRPCFrontend:
                 f"[frontends.grpc] transport = {transport!r}: expected one of {', '.join(TRANSPORTS)}",
             )
         self.server = server
+        self.host, self.port = address, port  # where it listens (start-up checks the port first)
         self.address = f"{address}:{port}" if ":" not in address else f"[{address}]:{port}"
         base: dict[str, Any] = {
             "grpc.max_receive_message_length": max(0, min(int(max_request_bytes), _MAX_MESSAGE)),

@@ -206,5 +206,6 @@ def parse_server_argv(argv: List[str]) -> Any:
             options, _ = parse_args(argv)
     except SystemExit:
         message = errors.getvalue().strip().splitlines()
-        raise ValueError(message[-1] if message else f"tritium-server refused {argv}") from None
+        reason = next((line for line in message if ": error: " in line), message[-1] if message else "")
+        raise ValueError(reason or f"tritium-server refused {argv}") from None
     return options

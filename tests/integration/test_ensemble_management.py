@@ -85,12 +85,13 @@ def unload(server: ServerProcess, name: str, dependents: bool = False) -> tuple[
 def states(server: ServerProcess, settle: bool = True) -> dict[str, tuple[str, ...]]:
     """name -> (state, reason) of version 1; UNLOADING settles first.
 
-    A model never loaded (listed by name only) counts as UNLOADED: the tests share one server.
+    A model never loaded (listed without a version: UNAVAILABLE, "not loaded") counts as UNLOADED:
+    the tests share one server.
     """
     deadline = time.monotonic() + 60
     while True:
         index = post(server, "/v2/repository/index")[1]
-        out = {e["name"]: (e["state"], e.get("reason", "")) if "state" in e else UNLOADED for e in index}
+        out = {e["name"]: (e["state"], e.get("reason", "")) if "version" in e else UNLOADED for e in index}
         if not settle or all(s[0] != "UNLOADING" for s in out.values()) or time.monotonic() > deadline:
             return out
         time.sleep(0.1)

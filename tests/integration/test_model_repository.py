@@ -112,7 +112,7 @@ def test_explicit_mode_loads_only_the_startup_models(server: ServerProcess) -> N
     status, index = post(server, "/v2/repository/index")
     assert status == 200
     assert [e for e in index if e["name"] != "m"] == [
-        {"name": "broken"}, {"name": "other"}, {"name": "slow"}, {"name": "unload_me"}
+        {"name": n, "state": "UNAVAILABLE", "reason": "not loaded"} for n in ("broken", "other", "slow", "unload_me")
     ]
     assert {"name": "m", "version": "2", "state": "READY"} in index
     assert post(server, "/v2/repository/index", {"ready": True})[1][0] == {"name": "m", "version": "2", "state": "READY"}
@@ -125,7 +125,7 @@ def test_index_over_grpc(server: ServerProcess) -> None:
     assert pb.RepositoryIndexResponse.ModelIndex(name="m", version="2", state="READY") in response.models
     assert all(m.state == "READY" for m in response.models)
     code, response = rpc(server, "RepositoryIndex", pb.RepositoryIndexRequest())
-    assert pb.RepositoryIndexResponse.ModelIndex(name="broken") in response.models
+    assert pb.RepositoryIndexResponse.ModelIndex(name="broken", state="UNAVAILABLE", reason="not loaded") in response.models
 
 
 def test_index_bad_bodies(server: ServerProcess) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.support.clients import http_call
 from tests.support.native import EXAMPLES, build_backend, compiler
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
@@ -69,11 +71,25 @@ def test_a_generated_backend_builds_serves_and_passes_its_own_test(tmp_path: Pat
     if language == "c":
         compiler()
     name = f"doubler_{language}"
-    subprocess.run(
+    made = subprocess.run(
         [sys.executable, "-m", "tritium.backend_cli", "new", name, "--language", language, "--directory", str(tmp_path)],
-        check=True,
+        check=True, capture_output=True, text=True,
     )
     folder = tmp_path / name
+    files = [f"libtriton_{name}.py"] if language == "python" else ["build.sh", f"{name}.c"]
+    build = ("# build: nothing to build (a Python backend)" if language == "python"
+             else f"./build.sh   # build: -> libtriton_{name}.so")
+    serve = f"tritium-server --model-repository=models --backend-directory={tmp_path.resolve()}"
+    assert made.stdout.splitlines() == [
+        f"wrote {folder}/ (a {language} backend: OUTPUT0 = 2 * INPUT0):",
+        *(f"  {f}" for f in sorted(["README.md", *files, f"models/{name}_model/1/",
+                                    f"models/{name}_model/config.pbtxt", f"test_{name}.py"])),
+        "next:",
+        f"  cd {folder}",
+        f"  {build}",
+        f"  python -m pytest test_{name}.py   # test: serves models/ over HTTP and gRPC, checks exact values",
+        f"  {serve}   # serve",
+    ]
     expected = {"README.md", f"test_{name}.py", "models"} | (
         {f"libtriton_{name}.py"} if language == "python" else {f"{name}.c", "build.sh"}
     )
@@ -84,6 +100,13 @@ def test_a_generated_backend_builds_serves_and_passes_its_own_test(tmp_path: Pat
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
+    # the serve command as printed (run in the folder; loopback ports added)
+    server = ServerProcess([], serve.split()[1:] + ["--allow-grpc=false", "--allow-metrics=false"], cwd=folder,
+                           log_path=tmp_path / "serve.log")
+    with server:
+        body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1.5, -2]}]})
+        status, _, reply = http_call(server, "POST", f"/v2/models/{name}_model/infer", body.encode())
+        assert (status, json.loads(reply)["outputs"][0]["data"]) == (200, [3.0, -4.0])
 
 
 def test_tritium_backend_new_refuses_a_bad_name(tmp_path: Path) -> None:

@@ -288,15 +288,12 @@ def test_bad_requests_get_tritons_answers_and_the_replicas_keep_serving(fixed: R
 
 
 def _perf_analyzer() -> tuple[list[str], dict[str, str]] | None:
-    binary = Path(sys.executable).parent / "perf_analyzer"
-    if not binary.exists() or not Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d").exists():
-        return None
+    from tritium.perf import PerfAnalyzerError, perf_analyzer_command
+
     try:
-        import nvidia.cuda_runtime  # type: ignore[import-not-found]
-    except ImportError:
+        return perf_analyzer_command()
+    except PerfAnalyzerError:
         return None
-    lib = os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib")
-    return [str(binary)], dict(os.environ, LD_LIBRARY_PATH=lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
 
 
 @pytest.mark.skipif(_perf_analyzer() is None,

@@ -9,6 +9,7 @@ version; poll mode picks up a version added on the remote side.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -148,3 +149,27 @@ def test_scheme_without_its_package_names_the_package(tmp_path: Path, start_serv
     assert f"model repository scheme '{scheme}://' needs the '{package}' package (pip install {package})" in server.log()
 
 
+
+
+def test_slow_download_logs_progress(s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A download through a throttled link (1 MiB/s) logs its bytes and rate while it runs, then its end."""
+    from tests.support.throttle import ThrottlingProxy
+
+    host, port = s3.rsplit("://", 1)[1].split(":")
+    proxy = ThrottlingProxy((host, int(port)), rate=1 << 20)
+    try:
+        for key, value in env(f"http://127.0.0.1:{proxy.port}").items():
+            monkeypatch.setenv(key, value)
+        client = boto3.client("s3", endpoint_url=s3)
+        client.create_bucket(Bucket="slow")
+        put(client, "slow", "models/big/config.pbtxt", identity_config(dims="[ 4 ]", max_batch_size=0))
+        put(client, "slow", "models/big/1/weights.bin", b"\x00" * (5 << 20))
+        server = start_server(["s3://slow/models"], [f"--model-cache-directory={tmp_path}"])
+    finally:
+        proxy.close()
+    log = server.log()
+    what = "downloading 'big/1' from s3://slow/models"
+    assert f"{what}: 5.0 MiB to do" in log
+    during = re.findall(rf"{re.escape(what)}: ([\d.]+) MiB of 5\.0 MiB \((\d+)%\), [\d.]+ [KM]iB/s$", log, re.M)
+    assert during and 0 < float(during[0][0]) < 5, log
+    assert re.search(rf"{re.escape(what)}: done, 5\.0 MiB in [\d.]+ s$", log, re.M), log

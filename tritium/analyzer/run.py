@@ -1,0 +1,174 @@
+"""Measuring one candidate: a model repository holding it, a tritium-server on it, perf_analyzer against it.
+
+Each candidate gets its own repository folder (the model, with the
+candidate's ``config.pbtxt``, and for an ensemble its composing models;
+files hard-linked where the file system allows, else copied) and its own
+``tritium-server`` subprocess on free loopback ports, stopped by its PID
+after the measurements. Runs in the ``tritium-analyzer`` process (blocking).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..core.model_repository.dependencies import composing_of
+from ..perf import Measurement, PerfAnalyzerError, measure
+from .space import Candidate, base_config, candidate_config, config_text
+
+__all__ = ["Result", "prepare_repository", "measure_candidate", "ServerFailed"]
+
+
+class ServerFailed(RuntimeError):
+    """The server did not become ready with a candidate (its log in the message)."""
+
+
+@dataclass(slots=True)
+class Result:
+    """A candidate and what was measured (``error`` says why not, when it could not be measured)."""
+
+    candidate: Candidate
+    config: str
+    points: list[Measurement] = field(default_factory=list)
+    error: str = ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def prepare_repository(repository: Path, model: str, candidate: Candidate, target: Path) -> str:
+    """Write ``target`` as a repository with ``model`` set up as ``candidate``; return its config text.
+
+    An ensemble's composing models come along (recursively), unchanged.
+
+    :raises FileNotFoundError: when the model (or a composing model) is not in ``repository``.
+    """
+    wanted, seen = [model], set()
+    while wanted:
+        name = wanted.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        folder = repository / name
+        if not folder.is_dir():
+            raise FileNotFoundError(f"model '{name}' is not in {repository}")
+        _link_tree(folder, target / name)
+        wanted += sorted(composing_of(base_config(folder)))
+    text = config_text(candidate_config(base_config(repository / model), candidate))
+    config = target / model / "config.pbtxt"
+    config.unlink(missing_ok=True)  # a hard link: never write through it into the source
+    config.write_text(text)
+    return text
+
+
+class _Server:
+    """One tritium-server subprocess on loopback (HTTP and gRPC), stopped by PID."""
+
+    def __init__(self, repository: Path, log: Path, server_args: Sequence[str] = ()) -> None:
+        self.http_port, self.grpc_port = _free_port(), _free_port()
+        self.log = log
+        cmd = [sys.executable, "-m", "tritium", f"--model-repository={repository}",
+               f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}", "--allow-metrics=false",
+               "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", *server_args]
+        self._file = open(log, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._file, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerFailed(f"tritium-server exited with {self.proc.returncode}:\n{self._tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise ServerFailed(f"tritium-server not ready after {timeout_s:.0f} s:\n{self._tail()}")
+
+    def _tail(self) -> str:
+        self._file.flush()
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._file.close()
+
+
+def measure_candidate(
+    repository: Path,
+    model: str,
+    candidate: Candidate,
+    work: Path,
+    concurrency: Sequence[int],
+    perf_args: Sequence[str],
+    protocol: str = "grpc",
+    server_args: Sequence[str] = (),
+    ready_timeout_s: float = 300.0,
+    on_point: Callable[[Measurement], None] | None = None,
+) -> Result:
+    """Serve ``model`` as ``candidate`` and measure it at each concurrency.
+
+    A candidate the server cannot load, or that perf_analyzer cannot
+    measure, comes back with ``error`` set (the search goes on).
+
+    :param work: a folder of its own (repository, server log, perf_analyzer CSVs).
+    :param on_point: called after each measurement (progress).
+    :raises PerfAnalyzerError: when perf_analyzer itself is missing (nothing can be measured).
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    text = prepare_repository(repository, model, candidate, work / "models")
+    result = Result(candidate, text)
+    server = _Server(work / "models", work / "server.log", server_args)
+    try:
+        try:
+            server.wait_ready(ready_timeout_s)
+        except ServerFailed as exc:
+            result.error = str(exc)
+            return result
+        url = f"127.0.0.1:{server.grpc_port if protocol == 'grpc' else server.http_port}"
+        for n in concurrency:
+            try:
+                point = measure(model, url, protocol, n, server.proc.pid, work / f"c{n}.csv", list(perf_args))
+            except PerfAnalyzerError as exc:
+                if "not found" in str(exc) or "needs lib" in str(exc):
+                    raise
+                result.error = f"concurrency {n}: {exc}"
+                break
+            result.points.append(point)
+            if on_point is not None:
+                on_point(point)
+    finally:
+        server.stop()
+    return result
