@@ -268,8 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
     p.add_argument("--log-file", default="", metavar="PATH", help="write the log to this file instead of stderr")
     p.add_argument(
-        "--log-format", choices=["default", "ISO8601", "json"], default="default",
-        help="log line format: Triton's 'default' (glog) or 'ISO8601', or tritium's 'json' (one object a line)",
+        "--log-format", choices=["default", "ISO8601", "json"], default=None, metavar="FORMAT",
+        help="log line format: default (Triton's glog lines), ISO8601, or json (tritium's: one object a line)",
     )
     p.add_argument(
         "--trace-config", action="append", default=[], metavar="[<mode>,]<setting>=<value>",
@@ -458,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     options, args = parse_args(argv)
     try:
         LogManager(
-            args.log_file, args.log_info, args.log_warning, args.log_error, options.log_verbose, args.log_format
+            args.log_file, args.log_info, args.log_warning, args.log_error, options.log_verbose,
+            args.log_format or "default",
         ).install()
     except TritonError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
