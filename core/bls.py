@@ -8,7 +8,9 @@ backend, decoupled included), and returns each response as an INFER_RESPONSE
 frame of descriptors: outputs that lie in shared memory are sent by
 reference (the segment's fd is forwarded to the caller once), others are
 placed in the core's arena. The response is released when the caller says it
-has copied the outputs (INFER_RELEASE), or when the caller exits.
+has copied the outputs (INFER_RELEASE), or when the caller exits. An INFER
+frame with a ``control`` key is a model-control request instead (load, unload,
+readiness: :meth:`BlsRouter._control`).
 
 Runs on the core's event loop.
 """
@@ -36,6 +38,25 @@ __all__ = ["BlsRouter"]
 _START, _END = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
 
 
+def _files(value: Any) -> dict[str, bytes] | None:
+    """The ``files`` of a load from model code: ``{"file:<path>": bytes}`` -> ``{path: bytes}``.
+
+    :raises TritonError: INVALID_ARG for a key without ``file:`` or contents that are not bytes.
+    """
+    if not value:
+        return None
+    if not isinstance(value, dict):
+        raise TritonError(Code.INVALID_ARG, "load_model(): 'files' must be a dict of 'file:<path>' -> bytes")
+    files: dict[str, bytes] = {}
+    for key, content in value.items():
+        if not isinstance(key, str) or not key.startswith("file:"):
+            raise TritonError(Code.INVALID_ARG, f"load_model(): files key {key!r} must be 'file:<path>'")
+        if not isinstance(content, (bytes, bytearray)):
+            raise TritonError(Code.INVALID_ARG, f"load_model(): the contents of '{key}' must be bytes")
+        files[key[len("file:"):]] = bytes(content)
+    return files
+
+
 class BlsRouter:
     """Runs BLS requests for every worker of a server (implements :class:`~.worker.process.BlsHandler`)."""
 
@@ -45,9 +66,12 @@ class BlsRouter:
         self._held: dict[tuple[int, int, int], tuple[InferenceResponse, list[Block]]] = {}
 
     def start(self, worker: "WorkerProcess", call_id: int, request: dict[str, Any]) -> None:
-        """An INFER frame arrived from ``worker``."""
+        """An INFER frame arrived from ``worker`` (an inference, or a model-control request)."""
         key = (worker.id, call_id)
-        task = asyncio.ensure_future(self._run(worker, call_id, request))
+        if "control" in request:
+            task = asyncio.ensure_future(self._control(worker, call_id, request))
+        else:
+            task = asyncio.ensure_future(self._run(worker, call_id, request))
         self._tasks[key] = task
         task.add_done_callback(lambda _t: self._tasks.pop(key, None))
 
@@ -126,6 +150,35 @@ class BlsRouter:
             log.exception("BLS request failed")
             error = TritonError(Code.INTERNAL, f"BLS request failed: {type(exc).__name__}: {exc}")
         worker.send_infer_response([Kind.INFER_RESPONSE, call_id, index, True, [], error.to_wire(), None])
+
+    async def _control(self, worker: "WorkerProcess", call_id: int, wire: dict[str, Any]) -> None:
+        """Load, unload or ask readiness for model code (Triton's ``pb_utils.load_model``,
+        ``unload_model``, ``is_model_ready``), with the model repository extension's rules:
+        explicit model control mode only, files only with ``--model-load-allow-file-override``.
+        One final INFER_RESPONSE answers: the error, or ``{"ready": bool}`` as parameters."""
+        result: dict[str, Any] | None = None
+        error: TritonError | None = None
+        try:
+            action, name = wire.get("control"), str(wire.get("model") or "")
+            if action == "ready":
+                result = {"ready": self.server.model_ready(name, str(wire.get("version") or ""))}
+            elif action == "load":
+                files = _files(wire.get("files"))
+                config = wire.get("config")
+                await self.server.load_model(name, str(config) if config else None, files)
+            elif action == "unload":
+                await self.server.unload_model(name, bool(wire.get("unload_dependents")))
+            else:
+                raise TritonError(Code.INVALID_ARG, f"unknown model control request '{action}'")
+        except asyncio.CancelledError:
+            raise
+        except TritonError as exc:
+            error = exc
+        except Exception as exc:  # a core bug must not leave the caller waiting
+            log.exception("model control request from a model failed")
+            error = TritonError(Code.INTERNAL, f"model control request failed: {type(exc).__name__}: {exc}")
+        wire_error = error.to_wire() if error is not None else None
+        worker.send_infer_response([Kind.INFER_RESPONSE, call_id, 0, True, [], wire_error, result])
 
     def _send(self, worker: "WorkerProcess", call_id: int, index: int, response: InferenceResponse) -> None:
         pool = self.server.pool

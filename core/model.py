@@ -34,6 +34,7 @@ from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
 from .model_batching import BatcherServices
 from .model_instance import ModelInstance
 from .request import InferenceRequest, InferInput
+from .reshape import reshapes
 from .response import InferenceResponse, OutputTensor
 from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
@@ -111,6 +112,9 @@ class Model(BatcherServices):
         self.path = path
         self.config = config
         self.signature = ModelSignature(name, config)
+        #: the config's ``reshape`` of inputs (dims -> reshape) and outputs (back); None: none
+        self._input_reshape = reshapes(config, "input")
+        self._output_reshape = reshapes(config, "output")
         self.labels = labels
         self.pool = pool
         self.stats = ModelStats(name, version)
@@ -269,6 +273,11 @@ class Model(BatcherServices):
             for region in regions:
                 region.release()
             raise
+        if self._input_reshape is not None:  # the model sees the reshaped shapes
+            for wire_input in wire_inputs:
+                reshape = self._input_reshape.get(wire_input[0])
+                if reshape is not None:
+                    wire_input[2] = reshape.apply(wire_input[2])
         params = request.parameters
         if params:
             flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
@@ -415,9 +424,19 @@ class Model(BatcherServices):
             try:
                 shm_outputs = payload.wire.get("shm_outputs")
                 resolve = self.pool.segments.resolve
+                output_reshape = self._output_reshape
                 for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
                     if release >= 0:
                         releases.append([seg_id, release])
+                    if output_reshape is not None and name in output_reshape:  # back to the config's dims
+                        reshaped = output_reshape[name].apply(shape)
+                        if element_count(reshaped) != element_count(shape):
+                            raise TritonError(
+                                Code.INTERNAL,
+                                f"output '{name}' of model {self.label} has shape {list(shape)}, which does "
+                                f"not fit its reshape to {reshaped}",
+                            )
+                        shape = reshaped
                     if shm_outputs and name in shm_outputs:  # written into the client's region
                         region_id, region_offset, byte_size = shm_outputs[name]
                         if seg_id != region_id or offset != region_offset or not 0 <= nbytes <= byte_size:

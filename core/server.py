@@ -42,17 +42,25 @@ log = logging.getLogger("tritium.server")
 
 __all__ = ["InferenceServer", "EXTENSIONS"]
 
-#: Triton protocol extensions this server implements (server metadata lists them).
+#: Triton protocol extensions this server implements (server metadata lists them), in Triton's
+#: order. "generate" is the HTTP generate extension (Triton 2.51 serves it without listing it).
+#: The trace and logging extensions are added here when they are built ("trace", "logging" after
+#: "statistics", as Triton lists them).
 EXTENSIONS = [
     "classification",
+    "sequence",
     "model_repository",
     "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
     "system_shared_memory",
     "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "generate",
+    "trace",
+    "logging",
 ]
 
 

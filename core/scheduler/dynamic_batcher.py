@@ -264,6 +264,10 @@ class _OrderedDelivery:
             self._done.add(id(payload))
         self._flush()
 
+    def flush(self) -> None:
+        """Deliver what is held and may go now (after an admitted request failed without its handler)."""
+        self._flush()
+
     def _flush(self) -> None:
         while self._order:
             head = self._order[0]

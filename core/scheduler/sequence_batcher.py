@@ -14,8 +14,15 @@ requests with ``sequence_start`` / ``sequence_end``.
   ``max_batch_size`` requests. ``direct``: request i of a batch belongs to
   the sequence in slot i; an idle slot below a busy one gets a *null request*
   (READY false, CORRID 0, inputs of zeros, whose response is dropped), as in
-  Triton, so a model may keep per-slot state. ``oldest``: oldest first,
-  waiting up to ``max_queue_delay_microseconds`` for a preferred batch size.
+  Triton, so a model may keep per-slot state. With ``direct {
+  max_queue_delay_microseconds minimum_slot_utilization }`` a batch in which
+  fewer than that share of the instance's slots are ready waits up to the delay
+  (counted from its oldest request) for more. ``oldest``: oldest first,
+  waiting up to ``max_queue_delay_microseconds`` for a preferred batch size;
+  with ``preserve_ordering`` each instance delivers responses in the order its
+  requests became ready to run there (a sequence's next request once its
+  previous one finished), as Triton's per-instance dynamic batcher orders them.
+* ``iterative_sequence`` is refused at load (it needs request rescheduling).
 * Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
   their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
   values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
@@ -50,6 +57,7 @@ from ..model_repository.paths import safe_join
 from ..tensor import serialize_bytes
 from ..types import by_config_name
 from .base import Batch, Executor, Payload, admit
+from .dynamic_batcher import _OrderedDelivery as OrderedDelivery
 
 __all__ = ["SequenceBatcher", "SequenceHost"]
 
@@ -146,11 +154,22 @@ class SequenceBatcher:
             int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch
         ]
         self.max_preferred = max(preferred) if preferred else self.max_batch
-        self.delay_ns = (
-            int(oldest.get("max_queue_delay_microseconds", 0)) * 1000
-            if self.strategy == "oldest"
-            else 0
-        )
+        direct = seq.get("direct") or {}
+        strategy = oldest if self.strategy == "oldest" else direct
+        self.delay_ns = int(strategy.get("max_queue_delay_microseconds", 0)) * 1000
+        #: direct: the share of an instance's slots that must be ready before a batch goes
+        #: without waiting (up to ``delay_ns``) for more
+        self.min_slot_utilization = float(direct.get("minimum_slot_utilization", 0.0) or 0.0)
+        #: oldest ``preserve_ordering``: per instance, responses in the order its requests came
+        self.preserve_ordering = self.strategy == "oldest" and bool(oldest.get("preserve_ordering", False))
+        self._orders: dict[Executor, OrderedDelivery] = {}
+        self._admitted: set[int] = set()  # ids of the payloads in an instance's order, not yet dispatched
+        if seq.get("iterative_sequence"):
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"model '{self._name}': sequence_batching iterative_sequence is not supported by tritium yet "
+                "(it needs request rescheduling, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
+            )
         self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
         self._controls = self._parse_controls(seq.get("control_input", []))
         self._states = [self._parse_state(st) for st in seq.get("state", [])]
@@ -262,6 +281,7 @@ class SequenceBatcher:
         seq.ended = bool(flags & _END)
         seq.last_ns = time.perf_counter_ns()
         seq.queue.append(payload)
+        self._eligible(seq)
         self._arm_reaper()
         if seq.executor is not None:
             self._schedule(seq.executor)
@@ -274,6 +294,8 @@ class SequenceBatcher:
         """An instance became ready: it takes backlogged sequences."""
         if executor not in self._bound:
             self._bound[executor] = [None] * self.capacity
+            if self.preserve_ordering:
+                self._orders[executor] = OrderedDelivery()
             while self._backlog and None in self._bound[executor]:
                 self._attach(self._backlog.popleft(), executor)
             self._schedule(executor)
@@ -282,6 +304,7 @@ class SequenceBatcher:
         """An instance is gone: its sequences (queued requests included) fail and end."""
         sequences = self._bound.pop(executor, [])
         self._busy.pop(executor, None)
+        order = self._orders.pop(executor, None)
         error = TritonError(
             Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone"
         )
@@ -290,7 +313,11 @@ class SequenceBatcher:
                 continue
             self._sequences.pop(seq.corr, None)
             while seq.queue:
-                seq.queue.popleft().fail(error)
+                payload = seq.queue.popleft()
+                self._admitted.discard(id(payload))
+                payload.fail(error)
+        if order is not None:
+            order.flush()
         if not self._bound:
             for seq in list(self._backlog):
                 self._sequences.pop(seq.corr, None)
@@ -304,9 +331,24 @@ class SequenceBatcher:
         for handle in (self._timer, self._reaper):
             if handle is not None:
                 handle.cancel()
+        self._admitted.clear()
         for seq in self._sequences.values():
             while seq.queue:
                 seq.queue.popleft().fail(error)
+        for order in self._orders.values():
+            order.flush()
+
+    def _eligible(self, seq: _Sequence) -> None:
+        """``preserve_ordering``: the sequence's next request joins its instance's order once it
+        may run (bound, nothing of the sequence in flight), as Triton hands it to the instance's
+        dynamic batcher then."""
+        if not self.preserve_ordering or seq.executor is None or seq.inflight or not seq.queue:
+            return
+        head = seq.queue[0]
+        order = self._orders.get(seq.executor)
+        if order is not None and id(head) not in self._admitted:
+            self._admitted.add(id(head))
+            order.admit(head)
 
     # -- binding ---------------------------------------------------------------------
     def _bind(self, seq: _Sequence) -> None:
@@ -322,6 +364,7 @@ class SequenceBatcher:
         self._bind_counter += 1
         seq.bound_at = self._bind_counter
         slots[slots.index(None)] = seq
+        self._eligible(seq)
 
     def _release(self, seq: _Sequence) -> None:
         """The sequence ended (END ran, or idle): free its slot for a backlogged one."""
@@ -353,16 +396,25 @@ class SequenceBatcher:
                 if waited < self.delay_ns:
                     self._arm_timer((self.delay_ns - waited) / 1e9)
                     return
+        elif self.delay_ns and len(ready) < self.min_slot_utilization * len(slots):
+            # direct: too few slots ready; wait for more, up to the delay of the oldest request
+            waited = time.perf_counter_ns() - min(s.queue[0].arrival_ns for s in ready)
+            if waited < self.delay_ns:
+                self._arm_timer((self.delay_ns - waited) / 1e9)
+                return
         chosen = ready[: self.max_batch]
         prepared: dict[int, Payload] = {}  # id(sequence) -> its request in this batch
         for seq in chosen:
             payload = seq.queue.popleft()
+            self._admitted.discard(id(payload))
             seq.inflight = True
             try:
                 self._prepare(seq, payload)
             except TritonError as exc:
                 seq.inflight = False
                 payload.fail(exc)
+                if self.preserve_ordering:
+                    self._orders[executor].flush()
                 continue
             prepared[id(seq)] = payload
         if not prepared:
@@ -380,6 +432,10 @@ class SequenceBatcher:
         now = time.perf_counter_ns()
         for payload in payloads:
             payload.dispatch_ns = now
+        if self.preserve_ordering:
+            order = self._orders[executor]
+            for payload in payloads:
+                order.wrap(payload)
         self._busy[executor] = chosen
         executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
 
@@ -455,11 +511,18 @@ class SequenceBatcher:
             seq.last_ns = time.perf_counter_ns()
             if seq.ended and not seq.queue:
                 self._release(seq)
+            else:
+                self._eligible(seq)
         self._schedule(executor)
 
     def _arm_timer(self, delay_s: float) -> None:
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+        loop = asyncio.get_running_loop()
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= loop.time() + delay_s:
+                return  # it fires first
+            timer.cancel()
+        self._timer = loop.call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -10,6 +10,11 @@ outputs are descriptors into the callee's shared memory; this side copies
 them into private numpy arrays at once and tells the core (INFER_RELEASE), so
 nothing the caller keeps can point at memory that is reused later.
 
+Model code can also load and unload models and ask whether one is ready
+(:meth:`BlsClient.control`): an INFER frame with a ``control`` key, run by the
+core as the model repository extension runs its requests (same rules: explicit
+mode, uploads only with ``--model-load-allow-file-override``).
+
 Using BLS switches the worker to threaded receiving (a reader thread), so
 responses arrive while the executing thread waits. Thread-safe.
 """
@@ -190,6 +195,25 @@ class BlsClient:
         if decoupled is not None:
             request["decoupled"] = bool(decoupled)
         worker.channel.send([Kind.INFER, call_id, request])
+        return call
+
+    def control(self, action: str, model_name: str, **arguments: Any) -> BlsCall:
+        """Send a model-control request to the core: ``action`` is ``"load"``, ``"unload"``
+        or ``"ready"`` (Triton's python backend ``load_model``, ``unload_model``,
+        ``is_model_ready``); the core answers with one final response whose error is the
+        load's or unload's, and whose parameters carry ``ready`` for ``"ready"``.
+
+        :param arguments: ``version`` (ready), ``config`` and ``files`` (load: JSON config,
+            ``{"file:<path>": bytes}``), ``unload_dependents`` (unload).
+        """
+        worker = self._worker
+        worker.enable_threaded()
+        call_id = next(self._ids)
+        call = BlsCall(call_id)
+        with self._lock:
+            self._calls[call_id] = call
+            self._held[call_id] = []
+        worker.channel.send([Kind.INFER, call_id, {"control": action, "model": model_name, **arguments}])
         return call
 
     def _place(self, datatype: str, array: np.ndarray, blocks: list[Any]) -> tuple[int, int, int]:

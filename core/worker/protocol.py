@@ -29,7 +29,8 @@ RELEASE            ->    list of ``[segment, offset]`` output blocks the core is
 SEGMENT            <>    segment id, size in bytes (one fd attached)
 DROP_SEGMENT       <>    segment id
 PING / PONG        <>    nonce
-INFER              <-    call id, request dict (model code calling another model: BLS)
+INFER              <-    call id, request dict (model code calling another model: BLS; with a
+                         ``control`` key: loading, unloading or asking readiness of a model)
 INFER_RESPONSE     ->    call id, response index, final, outputs, error, parameters
 INFER_RELEASE      <-    call id, response index (the worker has copied the outputs)
 REGION             ->    region id, size to map in bytes, name, key (one fd attached: a

@@ -40,7 +40,7 @@ import asyncio
 import logging
 import time
 from http import HTTPStatus
-from typing import Any, Callable, Protocol
+from typing import Any, AsyncIterator, Callable, Protocol
 
 import httptools
 
@@ -49,6 +49,7 @@ log = logging.getLogger("tritium.http")
 __all__ = [
     "HttpRequest",
     "HttpResponse",
+    "HttpStreamResponse",
     "HttpConnection",
     "Dispatcher",
     "MAX_HEAD_BYTES",
@@ -122,6 +123,33 @@ class HttpResponse:
         self.content_type = content_type
         self.headers = headers
         self.release = release
+
+
+class HttpStreamResponse(HttpResponse):
+    """A response whose body comes in pieces, as they are produced (Server-Sent Events).
+
+    Sent with ``Transfer-Encoding: chunked`` (HTTP/1.0: unframed, then the connection
+    closes), one chunk per piece; the next piece is taken only once the previous
+    one is on its way to the client (back-pressure). The connection closes
+    ``chunks`` when the client goes away or the stream ends.
+
+    :param status: the HTTP status.
+    :param chunks: the body's pieces (bytes, empty ones skipped).
+    :param content_type: the ``Content-Type``.
+    :param headers: further headers.
+    """
+
+    __slots__ = ("chunks",)
+
+    def __init__(
+        self,
+        status: int,
+        chunks: AsyncIterator[bytes],
+        content_type: str | None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(status, b"", content_type, headers)
+        self.chunks = chunks
 
 
 class Dispatcher(Protocol):
@@ -245,6 +273,8 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._head_only = False  # answering a HEAD request: headers only
         self._http10 = False  # the request being answered is HTTP/1.0
         self._eof = False
+        self._stream: asyncio.Task[None] | None = None  # sending an HttpStreamResponse
+        self._drained: asyncio.Future[None] | None = None  # a stream waits for the transport to drain
         #: monotonic time of the last progress, for the stall check
         self.progress = 0.0
         self._unsent = 0  # bytes of a response still in the transport at the last stall check
@@ -260,6 +290,8 @@ class HttpConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._state = _CLOSED
         self._table.discard(self)
+        if self._stream is not None:
+            self._stream.cancel()
         self._free_body()
         self._release_response()
         self._transport = None
@@ -280,6 +312,11 @@ class HttpConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self.progress = time.monotonic()
+        drained, self._drained = self._drained, None
+        if drained is not None:  # a stream goes on with its next piece
+            if not drained.done():
+                drained.set_result(None)
+            return
         self._release_response()
         if self._close_after:
             self._close()
@@ -463,6 +500,9 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def _respond(self, response: HttpResponse) -> None:
         """Write ``response``; then (once it is on the wire) go on with the next request."""
+        if response.__class__ is not HttpResponse and isinstance(response, HttpStreamResponse):
+            self._respond_stream(response)
+            return
         transport = self._transport
         self._pending_release = response.release
         if transport is None or transport.is_closing():
@@ -492,6 +532,10 @@ class HttpConnection(asyncio.BufferedProtocol):
             transport.write(head)
         else:
             transport.writelines([head, *parts])
+        self._written(keep)
+
+    def _written(self, keep: bool) -> None:
+        """The response is written: go on with the next request (once it drained), or close."""
         self._close_after = not keep
         if self._write_paused:
             return  # resume_writing continues
@@ -504,6 +548,56 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._process()  # a pipelined request is waiting
         else:
             self._resume_reading()
+
+    def _respond_stream(self, response: HttpStreamResponse) -> None:
+        """Write the head of a streamed response, then its pieces from a task (:meth:`_pump`)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            asyncio.get_running_loop().create_task(response.chunks.aclose())  # type: ignore[attr-defined]
+            return
+        chunked = not self._http10
+        keep = chunked and self._keep_alive and not self._eof
+        start = _status_lines(response.status, response.content_type)
+        if response.headers:
+            start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
+        if chunked:
+            start += "Transfer-Encoding: chunked\r\n"
+        if not keep:
+            start += "Connection: close\r\n"
+        self._head_only = False
+        transport.write((start + "\r\n").encode("latin-1"))
+        self._stream = asyncio.get_running_loop().create_task(self._pump(response.chunks, chunked, keep))
+
+    async def _pump(self, chunks: AsyncIterator[bytes], chunked: bool, keep: bool) -> None:
+        """Send ``chunks`` one by one, each once the previous one drained; then end the body."""
+        loop = asyncio.get_running_loop()
+        try:
+            async for data in chunks:
+                transport = self._transport
+                if transport is None or transport.is_closing():
+                    return
+                if not data:
+                    continue
+                transport.write(b"%x\r\n%b\r\n" % (len(data), data) if chunked else data)
+                self.progress = time.monotonic()
+                if self._write_paused:
+                    self._drained = loop.create_future()
+                    await self._drained
+        except asyncio.CancelledError:
+            return  # the connection is gone
+        except Exception:
+            log.exception("streaming an HTTP response failed")
+            keep = False  # the body is cut short: the client sees the connection close mid-stream
+            chunked = False
+        finally:
+            self._stream = None
+            await chunks.aclose()  # type: ignore[attr-defined]
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if chunked:
+            transport.write(b"0\r\n\r\n")
+        self._written(keep)
 
     def _release_response(self) -> None:
         """The response is on the wire (or the client gone): its shared memory and the body go back."""

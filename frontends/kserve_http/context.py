@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-from ...core.errors import TritonError
+from ...core.errors import Code, TritonError
 from ...core.server import InferenceServer
 from . import codec
 from .body import error_status
-from .connection import HttpResponse
+from .connection import HttpRequest, HttpResponse
 
-__all__ = ["EndpointContext", "Inflight", "error_response"]
+__all__ = ["EndpointContext", "Inflight", "error_response", "url_version"]
 
 
 class Inflight:
@@ -63,3 +63,21 @@ class EndpointContext:
 def error_response(exc: TritonError, headers: dict[str, str] | None = None) -> HttpResponse:
     """Triton's error answer: ``{"error": "<message>"}`` with the error's HTTP status."""
     return HttpResponse(error_status(exc), codec.dumps({"error": exc.message}), headers=headers)
+
+
+def url_version(request: HttpRequest) -> str:
+    """The URL's model version ("": the version policy chooses), read as Triton does (``stol``).
+
+    :raises TritonError: INVALID_ARG for a number beyond int64, with Triton's message.
+    """
+    text = request.params.get("version", "")
+    if not text:
+        return ""
+    number = int(text)
+    if number > (1 << 63) - 1:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"failed to get model version from specified version string '{text}' (details: stol), "
+            "version should be an integral value > 0",
+        )
+    return str(number)

@@ -23,9 +23,10 @@ from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
 from ...core.tracing.requests import begin_trace, traced_done
 from . import codec
-from .context import EndpointContext, error_response
+from .context import EndpointContext, error_response, url_version as _version
 from .body import BodyTooLarge
 from .connection import HttpRequest, HttpResponse
+from .generate import generate, generate_stream
 from .repository import add_repository_routes
 from .router import Router
 from .shared_memory import add_shared_memory_routes
@@ -43,21 +44,6 @@ _BAD_EMPTY = HttpResponse(400, b"", _EMPTY_TYPE)
 
 def _json(body: bytes, status: int = 200) -> HttpResponse:
     return HttpResponse(status, body, _JSON)
-
-
-def _version(request: HttpRequest) -> str:
-    """The URL's model version ("": the version policy chooses), read as Triton does (``stol``)."""
-    text = request.params.get("version", "")
-    if not text:
-        return ""
-    number = int(text)
-    if number > (1 << 63) - 1:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"failed to get model version from specified version string '{text}' (details: stol), "
-            "version should be an integral value > 0",
-        )
-    return str(number)
 
 
 # -- server ------------------------------------------------------------------------------------
@@ -283,6 +269,9 @@ def add_routes(router: Router) -> None:
     """Register every endpoint on ``router`` (infer first: it is the hot path)."""
     for base in (_MODEL, _VERSION):
         router.add(base + "/infer", "POST", infer, arena_body=True)
+    for base in (_MODEL, _VERSION):
+        router.add(base + "/generate", "POST", generate)
+        router.add(base + "/generate_stream", "POST", generate_stream)
     router.add("/v2/models/stats", "GET", model_stats)
     for base in (_MODEL, _VERSION):
         router.add(base, "GET", model_metadata)

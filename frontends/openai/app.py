@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
+from tritium.frontends.sse import event
 from .protocol import OpenAIError, parse_chat, parse_completion, parse_json
 from .serving import Serving
 
@@ -81,9 +82,9 @@ async def _sse(request: web.Request, chunks: AsyncIterator[dict[str, Any]]) -> w
     try:
         try:
             async for chunk in chunks:
-                await response.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
+                await response.write(event(chunk, compact=False))
         except OpenAIError as exc:
-            await response.write(b"data: " + json.dumps(exc.body()).encode("utf-8") + b"\n\n")
+            await response.write(event(exc.body(), compact=False))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     except ConnectionResetError:

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from tritium.core import Code, InferenceServer, TritonError
+from tritium.frontends.sse import primed
 
 from .chat_template import DEFAULT_CHAT_TEMPLATE, TemplateError, render
 from .convention import ConventionError, LLMModel, Step, TextDecoder
@@ -220,23 +221,6 @@ class Serving:
                         yield change
             yield choices
 
-    @staticmethod
-    async def _primed(changes: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """``changes`` with its first item awaited now: a request refused before any output raises here."""
-        try:
-            first = [await anext(changes)]
-        except StopAsyncIteration:
-            first = []
-
-        async def chained() -> AsyncIterator[Any]:
-            async with aclosing(changes):
-                for item in first:
-                    yield item
-                async for item in changes:
-                    yield item
-
-        return chained()
-
     # -- /v1/completions -----------------------------------------------------------------------------
     async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
         """``POST /v1/completions``: the answer, or (``stream``) an iterator of its chunks.
@@ -251,7 +235,7 @@ class Serving:
         changes = self._run(llm, req.prompts, sampling, req.stream, request_id, req.echo)
         head = {"id": request_id, "object": "text_completion", "created": created, "model": req.model}
         if req.stream:
-            return self._completion_chunks(head, await self._primed(changes), req.include_usage)
+            return self._completion_chunks(head, await primed(changes), req.include_usage)
         usage, choices = _Usage(), []
         async with aclosing(changes):
             async for item in changes:
@@ -295,7 +279,7 @@ class Serving:
         changes = self._run(llm, [prompt], sampling, req.stream, request_id, echo=False)
         if req.stream:
             return self._chat_chunks({**head, "object": "chat.completion.chunk"}, req.sampling.n,
-                                     await self._primed(changes), req.include_usage)
+                                     await primed(changes), req.include_usage)
         usage, choices = _Usage(), []
         async with aclosing(changes):
             async for item in changes:

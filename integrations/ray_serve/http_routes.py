@@ -42,7 +42,7 @@ log = logging.getLogger("tritium.ray_serve")
 __all__ = ["Routes", "handle", "UNAVAILABLE_EXTENSIONS"]
 
 #: extensions of ``tritium-server`` that are not available through Serve
-UNAVAILABLE_EXTENSIONS = ("system_shared_memory", "cuda_shared_memory")
+UNAVAILABLE_EXTENSIONS = ("system_shared_memory", "cuda_shared_memory", "generate")
 
 _JSON = "application/json"
 _MODEL = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?(/infer|/ready|/config|/stats)?")

@@ -32,14 +32,19 @@ from tests.support.server import ServerProcess
 
 EXTENSIONS = [
     "classification",
+    "sequence",
     "model_repository",
     "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
     "system_shared_memory",
     "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "generate",
+    "trace",
+    "logging",
 ]
 
 SLOW = identity_config(extra='parameters { key: "execute_delay_ms" value { string_value: "400" } }')

@@ -458,10 +458,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[Any], Any]]] = {
         ),
         lambda e: {"status": 400, "body": {"error": e["body"]["error"].replace("'INPUT1'", "'INPUT0'")}},
     ),
-    "http generate_stream square_int32": (
-        "tritium has no generate / generate_stream endpoints (Triton's generate extension)",
-        lambda e: {"status": 404, "text": '{"error":"Not Found"}'},
-    ),
 }
 
 

@@ -13,12 +13,17 @@ from pathlib import Path
 
 import tritium.core as core
 import tritium.core.hookspecs as hookspecs
+import tritium.frontends.sse as sse
 from tritium.core.server import InferenceServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "frontends" / "openai"
 GUIDE = ROOT / "docs" / "endpoint_plugins.md"
-PUBLIC = {"tritium.core": set(core.__all__), "tritium.core.hookspecs": set(hookspecs.__all__)}
+PUBLIC = {
+    "tritium.core": set(core.__all__),
+    "tritium.core.hookspecs": set(hookspecs.__all__),
+    "tritium.frontends.sse": set(sse.__all__),  # the Server-Sent Events helpers endpoints share
+}
 #: the in-process calls the guide lists for plugins
 SERVER_API = {
     "options", "live", "ready", "metadata", "model_ready", "model_metadata", "model_config", "repository_index",
@@ -51,6 +56,7 @@ def test_the_plugin_imports_nothing_of_tritium_but_the_public_api() -> None:
         "tritium.core": {"Code", "InferenceRequest", "InferenceResponse", "InferInput", "InferenceServer",
                          "TritonError"},
         "tritium.core.hookspecs": {"hookimpl"},
+        "tritium.frontends.sse": {"event", "primed"},
     }
 
 
