@@ -350,6 +350,8 @@ class Model(BatcherServices):
                 Code.UNSUPPORTED,
                 "ModelInfer RPC doesn't support models with decoupled transaction policy",
             )
+        if request.trace is not None:  # the trace extension sampled it: its times are to come
+            request.trace.expects_model = True
         self._enter()
         try:
             payload = self._prepare(request, stream=False, done=done)
@@ -518,6 +520,9 @@ class Model(BatcherServices):
     def _record(self, payload: Payload) -> None:
         pending: _Pending = payload.context
         pending.recorded = True
+        trace = pending.request.trace
+        if trace is not None:  # the trace extension sampled it
+            trace.model_times(self.version, payload.arrival_ns, payload.dispatch_ns, payload.timings, pending.done_ns)
         if pending.null or isinstance(pending.error, QueueFull):
             return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns

@@ -9,6 +9,7 @@ from typing import Any
 
 from .composition import Composition
 from .network import DEFAULT_MAX_REQUEST_BYTES, NetworkSettings
+from .tracing.settings import TraceSettings
 
 __all__ = ["ServerOptions", "default_backend_directory"]
 
@@ -58,6 +59,11 @@ class ServerOptions:
         ``{"openai": {"enabled": True, "port": 9000}}``: a flag that configures an endpoint enables it).
     :ivar rate_limit: ``--rate-limit``: ``"off"`` or ``"execution_count"``.
     :ivar rate_limit_resources: ``--rate-limit-resource`` settings, ``(name, count, device or None)``.
+    :ivar trace: the trace settings of ``--trace-config`` (Triton's trace extension).
+    :ivar trace_otel: ``--trace-config opentelemetry,<key>=<value>`` options.
+    :ivar metrics_interval_ms: how often the CPU and GPU metrics are sampled (``--metrics-interval-ms``).
+    :ivar metrics_config: ``--metrics-config <key>=<value>`` settings (``summary_latencies``, ...).
+    :ivar cpu_metrics / gpu_metrics: ``--allow-cpu-metrics`` / ``--allow-gpu-metrics``.
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -96,3 +102,9 @@ class ServerOptions:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     ping_interval_s: float = 5.0
     ping_timeout_s: float = 10.0
+    trace: TraceSettings = field(default_factory=TraceSettings)
+    trace_otel: dict[str, str] = field(default_factory=dict)
+    metrics_interval_ms: int = 2000
+    metrics_config: dict[str, str] = field(default_factory=dict)
+    cpu_metrics: bool = True
+    gpu_metrics: bool = True

@@ -108,6 +108,8 @@ class InferenceRequest:
         (:meth:`~tritium.core.server.InferenceServer.request_buffer`); inputs with a
         :attr:`InferInput.buffer_offset` are slices of it. The core takes its own
         reference for every input it sends from it; the frontend still releases its own.
+    :ivar trace: its :class:`~tritium.core.tracing.trace.Trace` when the trace extension
+        sampled it (the model adds its queue and compute times), else None.
     """
 
     model_name: str
@@ -117,3 +119,4 @@ class InferenceRequest:
     outputs: list[RequestedOutput] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     buffer: "SharedBlock | None" = None
+    trace: Any = None

@@ -24,6 +24,7 @@ from .cache import open_cache
 from .composition import read_composition
 from .errors import Code, TritonError
 from .hookspecs import Frontend
+from .logging import log_manager
 from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import SharedMemoryManager
@@ -32,8 +33,10 @@ from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
+from .stats import configure_summaries, parse_metrics_config
 from .response import InferenceResponse
 from .startup import check_ports, endpoint_lines, model_table, options_table
+from .tracing import Tracer
 
 log = logging.getLogger("tritium.server")
 
@@ -56,6 +59,8 @@ EXTENSIONS = [
     "parameters",
     "statistics",
     "generate",
+    "trace",
+    "logging",
 ]
 
 
@@ -85,6 +90,16 @@ class InferenceServer:
         self.cuda_shared_memory = CudaSharedMemoryManager(cuda_runtime)
         self.shared_memory.cuda = self.cuda_shared_memory
         self.repository.instance_options.bls = BlsRouter(self)
+        #: ``--metrics-config`` (checked): the latency summaries are kept from the first model loaded
+        try:
+            self.metrics_config = parse_metrics_config(options.metrics_config)
+        except ValueError as exc:
+            raise TritonError(Code.INVALID_ARG, str(exc)) from None
+        configure_summaries(self.metrics_config["summary_quantiles"] if self.metrics_config["summary_latencies"] else None)
+        #: Triton's trace extension (read by the frontends per request: keep it cheap when off)
+        self.tracer = Tracer(options.trace, options.trace_otel, self._known_model)
+        #: Triton's logging extension (the process's log settings)
+        self.logging = log_manager()
         self.frontends: list[Frontend] = []
         self._started = False
         self._stopping = False
@@ -157,6 +172,7 @@ class InferenceServer:
         if self.repository.cache is not None:
             await self.repository.cache.close()
         self.pool.close()
+        self.tracer.close()
 
     # -- health and metadata -----------------------------------------------------------
     @property
@@ -174,6 +190,10 @@ class InferenceServer:
     def metadata(self) -> dict[str, Any]:
         """KServe server metadata."""
         return {"name": "tritium", "version": __version__, "extensions": list(EXTENSIONS)}
+
+    def _known_model(self, name: str) -> bool:
+        entry = self.repository.models.get(name)
+        return entry is not None and bool(entry.versions)
 
     def model(self, name: str, version: str = "") -> Model:
         """The model that serves ``name``/``version`` ("" = highest READY version).

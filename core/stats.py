@@ -11,10 +11,66 @@ reads the same objects, so the two can never disagree.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Duration", "ModelStats"]
+__all__ = ["Duration", "ModelStats", "LatencySummaries", "configure_summaries", "DEFAULT_QUANTILES"]
+
+#: Triton's default ``summary_quantiles`` (quantile: allowed error)
+DEFAULT_QUANTILES = ((0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.0001))
+#: the latency summaries' window: the most recent observations, and for how long (Triton: a sliding window)
+SUMMARY_WINDOW = 4096
+SUMMARY_MAX_AGE_S = 60.0
+
+_summary_quantiles: tuple[tuple[float, float], ...] | None = None
+
+
+def configure_summaries(quantiles: tuple[tuple[float, float], ...] | None) -> None:
+    """Turn the latency summaries (``--metrics-config summary_latencies=true``) on with ``quantiles``,
+    or off (None), for the models loaded from now on in this process."""
+    global _summary_quantiles
+    _summary_quantiles = quantiles
+
+
+class LatencySummaries:
+    """Recent request latencies of one model, for Triton's ``nv_inference_*_summary_us`` summaries.
+
+    Each of ``request``, ``queue``, ``compute_input``, ``compute_infer`` and ``compute_output``
+    keeps its count and sum (microseconds) since the model loaded, and its last
+    :data:`SUMMARY_WINDOW` observations of the last :data:`SUMMARY_MAX_AGE_S` seconds, from
+    which :meth:`quantiles` computes the quantiles exactly at scrape time. Updated on the
+    core's event loop.
+    """
+
+    KINDS = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+
+    def __init__(self, quantiles: tuple[tuple[float, float], ...]) -> None:
+        self.quantile_list = tuple(q for q, _err in quantiles)
+        self.count = dict.fromkeys(self.KINDS, 0)
+        self.sum_us = dict.fromkeys(self.KINDS, 0.0)
+        self.window: dict[str, deque[tuple[float, float]]] = {k: deque(maxlen=SUMMARY_WINDOW) for k in self.KINDS}
+
+    def observe(self, *values_ns: int) -> None:
+        """One request's durations in ns, in :attr:`KINDS` order."""
+        now = time.monotonic()
+        for kind, ns in zip(self.KINDS, values_ns):
+            us = max(0, ns) / 1000.0
+            self.count[kind] += 1
+            self.sum_us[kind] += us
+            self.window[kind].append((now, us))
+
+    def quantiles(self, kind: str) -> list[tuple[float, float]]:
+        """``[(quantile, microseconds)]`` of the window (NaN when it is empty)."""
+        window = self.window[kind]
+        horizon = time.monotonic() - SUMMARY_MAX_AGE_S
+        while window and window[0][0] < horizon:
+            window.popleft()
+        values = sorted(us for _t, us in window)
+        if not values:
+            return [(q, float("nan")) for q in self.quantile_list]
+        last = len(values) - 1
+        return [(q, values[min(last, int(q * len(values)))]) for q in self.quantile_list]
 
 
 @dataclass(slots=True)
@@ -60,6 +116,8 @@ class ModelStats:
         self.durations: dict[str, Duration] = {k: Duration() for k in self._DURATIONS}
         self.batches: dict[int, _BatchStats] = {}
         self.failures_by_reason: dict[str, int] = {}
+        #: the latency summaries, when ``summary_latencies`` is on
+        self.summaries = LatencySummaries(_summary_quantiles) if _summary_quantiles else None
         d = self.durations  # the ones every request updates, without a lookup
         self._per_request = (d["success"], d["queue"], d["compute_input"], d["compute_infer"], d["compute_output"])
 
@@ -86,6 +144,8 @@ class ModelStats:
             compute_output.ns += output_ns
         self.inference_count += batch_size if batch_size > 1 else 1
         self.last_inference_ms = int(time.time() * 1000)
+        if self.summaries is not None:
+            self.summaries.observe(request_ns, queue_ns, input_ns, infer_ns, output_ns)
 
     def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
         """Account one failed request (``reason``: REJECTED, CANCELED, BACKEND or OTHER)."""
@@ -136,3 +196,47 @@ class ModelStats:
             ],
             "memory_usage": [],
         }
+
+
+def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
+    """``--metrics-config`` settings, checked: ``summary_latencies`` (bool, default false),
+    ``summary_quantiles`` (``<q>:<error>,...``, default Triton's), ``counter_latencies`` (bool,
+    default true: the ``*_duration_us`` counters).
+
+    :returns: ``{"summary_latencies", "summary_quantiles", "counter_latencies"}``.
+    :raises ValueError: for an unknown setting or a bad value (the message names it).
+    """
+    def boolean(key: str, default: bool) -> bool:
+        text = settings.get(key)
+        if text is None:
+            return default
+        if text.lower() in ("true", "1", "on", "yes"):
+            return True
+        if text.lower() in ("false", "0", "off", "no"):
+            return False
+        raise ValueError(f"--metrics-config {key} must be true or false, got '{text}'")
+
+    for key in settings:
+        if key not in ("summary_latencies", "summary_quantiles", "counter_latencies"):
+            if key == "histogram_latencies":
+                raise ValueError("--metrics-config histogram_latencies: tritium builds no latency histograms "
+                                 "(Triton 2.51 reports none either); use summary_latencies=true")
+            raise ValueError(f"unknown --metrics-config setting '{key}'")
+    quantiles = DEFAULT_QUANTILES
+    if "summary_quantiles" in settings:
+        parsed = []
+        for item in settings["summary_quantiles"].split(","):
+            q, colon, err = item.partition(":")
+            try:
+                value, error = float(q), float(err)
+            except ValueError:
+                raise ValueError(f"--metrics-config summary_quantiles must be '<quantile>:<error>,...', got '{item}'") from None
+            if not colon or not 0.0 <= value <= 1.0 or not 0.0 <= error <= 1.0:
+                raise ValueError(f"--metrics-config summary_quantiles must be '<quantile>:<error>,...', got '{item}'")
+            parsed.append((value, error))
+        quantiles = tuple(parsed)
+    return {
+        "summary_latencies": boolean("summary_latencies", False),
+        "summary_quantiles": quantiles,
+        "counter_latencies": boolean("counter_latencies", True),
+    }

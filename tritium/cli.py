@@ -39,10 +39,6 @@ NOT_YET = {
     "--sagemaker-port": "the SageMaker endpoint",
     "--allow-vertex-ai": "the Vertex AI endpoint",
     "--vertex-ai-port": "the Vertex AI endpoint",
-    "--trace-config": "request tracing",
-    "--trace-file": "request tracing",
-    "--trace-level": "request tracing",
-    "--trace-rate": "request tracing",
     "--cache-directory": "the response cache",
     "--response-cache-byte-size": "the response cache",
     "--repoagent-directory": "repository agents",
@@ -52,12 +48,6 @@ NOT_YET = {
     "--cuda-virtual-address-size": "CUDA memory pools",
     "--min-supported-compute-capability": "GPU compute-capability filtering",
     "--buffer-manager-thread-count": "buffer manager threads",
-    "--metrics-config": "metrics configuration",
-    "--metrics-interval-ms": "metrics configuration",
-    "--allow-gpu-metrics": "GPU metrics",
-    "--allow-cpu-metrics": "CPU metrics",
-    "--log-file": "log files",
-    "--log-format": "log formats",
     "--http-thread-count": "HTTP thread counts",
     "--id": "server ids",
 }
@@ -127,6 +117,13 @@ def _restrictions(parser: argparse.ArgumentParser, flag: str, items: list[tuple[
                 parser.error(f"{flag}: api '{api}' can only be restricted once")
             out[api] = (key, value)
     return out
+def _metrics_config(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key:
+        raise argparse.ArgumentTypeError(f"--metrics-config option format is '<setting>=<value>'. Got {text}")
+    return key, value
+
+
 def _rate_limit_resource(text: str) -> tuple[str, int, int | None]:
     from .core.scheduler.rate_limiter import parse_resource_flag
 
@@ -264,6 +261,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-info", type=_bool, default=True, metavar="BOOL", help="log information lines")
     p.add_argument("--log-warning", type=_bool, default=True, metavar="BOOL", help="log warnings")
     p.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
+    p.add_argument("--log-file", default="", metavar="PATH", help="write the log to this file instead of stderr")
+    p.add_argument(
+        "--log-format", choices=["default", "ISO8601", "json"], default=None, metavar="FORMAT",
+        help="log line format: default (Triton's glog lines), ISO8601, or json (tritium's: one object a line)",
+    )
+    p.add_argument(
+        "--trace-config", action="append", default=[], metavar="[<mode>,]<setting>=<value>",
+        help="trace setting (repeatable): level=TIMESTAMPS, rate=N, count=N, log_frequency=N, "
+        "mode=triton|opentelemetry, triton,file=PATH, opentelemetry,url=URL",
+    )
+    p.add_argument("--trace-file", metavar="PATH", help="deprecated form of --trace-config triton,file=PATH")
+    p.add_argument("--trace-level", action="append", default=[], metavar="LEVEL", help="deprecated form of --trace-config level=LEVEL")
+    p.add_argument("--trace-rate", metavar="N", help="deprecated form of --trace-config rate=N")
+    p.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL", help="report CPU metrics")
+    p.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL", help="report GPU metrics (NVML)")
+    p.add_argument(
+        "--metrics-interval-ms", type=int, default=2000, metavar="MS",
+        help="how often the CPU and GPU metrics are sampled, milliseconds",
+    )
+    p.add_argument(
+        "--metrics-config", action="append", type=_metrics_config, default=[], metavar="<setting>=<value>",
+        help="metrics setting (repeatable): summary_latencies=true, summary_quantiles=0.5:0.05,0.9:0.01, "
+        "histogram_latencies=true",
+    )
     for proto, port, what in (("http", 8000, "the HTTP/REST endpoint"), ("grpc", 8001, "the gRPC endpoint"),
                               ("metrics", 8002, "the Prometheus metrics endpoint")):
         p.add_argument(f"--allow-{proto}", type=_bool, default=True, metavar="BOOL", help=f"serve {what}")
@@ -326,7 +347,33 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     cache_config: dict[str, dict[str, str]] = {}
     for cache, settings in args.cache_config:
         cache_config.setdefault(cache, {}).update(settings)
+    from .core.tracing import parse_trace_config
+
+    trace_items = list(args.trace_config)
+    if args.trace_file:
+        trace_items.append(f"triton,file={args.trace_file}")
+    trace_items += [f"level={level}" for level in args.trace_level]
+    if args.trace_rate is not None:
+        trace_items.append(f"rate={args.trace_rate}")
+    try:
+        trace, trace_otel = parse_trace_config(trace_items)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.metrics_interval_ms < 1:
+        parser.error("--metrics-interval-ms must be >= 1")
+    from .core.stats import parse_metrics_config
+
+    try:
+        parse_metrics_config(dict(args.metrics_config))
+    except ValueError as exc:
+        parser.error(str(exc))
     options = ServerOptions(
+        trace=trace,
+        trace_otel=trace_otel,
+        metrics_interval_ms=args.metrics_interval_ms,
+        metrics_config=dict(args.metrics_config),
+        cpu_metrics=args.allow_cpu_metrics,
+        gpu_metrics=args.allow_gpu_metrics,
         cache_config=cache_config,
         model_repositories=list(args.model_repository),
         backend_config=backend_config,
@@ -374,7 +421,11 @@ async def _serve(options: Any) -> int:
     from .core.errors import TritonError
     from .core.server import InferenceServer
 
-    server = InferenceServer(options)
+    try:
+        server = InferenceServer(options)
+    except TritonError as exc:
+        log.error("error: creating server: %s - %s", exc.code.text, exc.message)
+        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -400,14 +451,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     # gRPC's own fork handlers then run in the child and can abort it ("Check failed:
     # next_worker->state == KICKED"); the child execs at once and needs none of gRPC's state.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    from .core.logging import configure_logging
+    from .core.errors import TritonError
+    from .core.logging import LogManager
 
     options, args = parse_args(argv)
-    configure_logging(options.log_verbose)
-    level = logging.INFO if args.log_info else (logging.WARNING if args.log_warning else logging.ERROR)
-    if options.log_verbose > 0:
-        level = logging.DEBUG
-    logging.getLogger("tritium").setLevel(level)
+    try:
+        LogManager(
+            args.log_file, args.log_info, args.log_warning, args.log_error, options.log_verbose,
+            args.log_format or "default",
+        ).install()
+    except TritonError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        sys.exit(1)
     try:
         import uvloop  # noqa: F401  (optional: a faster event loop)
 

@@ -33,7 +33,7 @@ from typing import Any, Callable
 from ..backend.api import Backend, Model, ModelInstance, Request
 from ..backend.loader import find_backend_library, load_backend_module
 from ..errors import Code, TritonError
-from ..logging import configure_logging
+from ..logging import configure_worker_logging
 from ..memory.arena import Arena, Segment, SegmentTable
 from ..memory.region_map import RegionTable
 from ..memory.shm_region import is_region_id
@@ -217,7 +217,7 @@ class Worker:
     def _init_model(self, message: list[Any]) -> bool:
         call_id, settings = message[1], message[2]
         try:
-            configure_logging(int(settings.get("log_verbose", 0)), prefix=settings["model_name"])
+            configure_worker_logging(int(settings.get("log_verbose", 0)), model=settings["model_name"])
             library = find_backend_library(
                 settings["backend"],
                 settings["model_path"],
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the core died before prctl took effect
         sys.exit(1)
-    configure_logging(args.log_verbose, prefix=f"worker {args.worker_id}")
+    configure_worker_logging(args.log_verbose)
     if args.heartbeat_fd >= 0:
         serve_heartbeat(args.heartbeat_fd)  # answers the core while the model executes
     sock = socket.socket(fileno=args.fd)

@@ -18,10 +18,12 @@ import sys
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import Code, TritonError
+from ..logging import log_manager
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
 from .channel import AsyncChannel
 from .heartbeat import Heartbeat
+from .log_relay import relay_worker_log
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
 log = logging.getLogger("tritium.worker")
@@ -138,6 +140,7 @@ class WorkerProcess:
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         beat, beat_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        log_read, log_write = os.pipe()  # the worker's stderr: its log records, relayed by the core
         self._exited = loop.create_future()
         self._hello = loop.create_future()
         try:
@@ -150,23 +153,27 @@ class WorkerProcess:
                 "--worker-id",
                 str(self.id),
                 "--log-verbose",
-                str(self.log_verbose),
+                str(max(self.log_verbose, log_manager().log_verbose_level)),  # the level now, not at start-up
                 "--heartbeat-fd",
                 str(beat_child.fileno()),
                 pass_fds=[child.fileno(), beat_child.fileno()],
                 stdin=subprocess.DEVNULL,
+                stderr=log_write,
                 env={**os.environ, **self.env} if self.env else None,
                 cwd=self.cwd,
             )
         except OSError as exc:
             parent.close()
             beat.close()
+            os.close(log_read)
             raise TritonError(Code.INTERNAL, f"{self.label}: cannot start worker process: {exc}") from exc
         finally:
             child.close()
             beat_child.close()
+            os.close(log_write)
         self._heartbeat = Heartbeat(beat)
         self.pid = self._proc.pid
+        self._log_task = asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
         self._channel = AsyncChannel(parent, self._on_message, self._on_close)
         asyncio.ensure_future(self._watch(self._proc))
         hello = await self._wait(self._hello, timeout, "start")

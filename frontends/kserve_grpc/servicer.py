@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
@@ -23,12 +24,14 @@ from google.protobuf import json_format
 from ...core.errors import Code, TritonError, clip
 from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
+from ...core.tracing.requests import begin_trace, traced_done
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
 from ..base import DETAILS_CHARS, grpc_status
 from .repository import RepositoryServicerMixin
 from .shared_memory import SharedMemoryRpcs
+from .trace_logging import TraceLoggingRpcs
 from .codec import (
     model_metadata_to_proto,
     parse_version,
@@ -96,7 +99,9 @@ def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> No
         previous.add_done_callback(lambda _: mine.done() or mine.set_result(None))
 
 
-class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCInferenceServiceServicer):
+class InferenceServicer(
+    RepositoryServicerMixin, SharedMemoryRpcs, TraceLoggingRpcs, pb_grpc.GRPCInferenceServiceServicer
+):
     """``inference.GRPCInferenceService`` over one :class:`InferenceServer`.
 
     :param server: the server whose API the RPCs call.
@@ -182,10 +187,17 @@ class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCI
         once, now (an error found before the model runs) or later.
         """
         server = self.server
+        tracer = server.tracer
+        recv_ns = time.perf_counter_ns() if tracer.enabled else 0
         try:
             request, raws = parse_infer_request(data)
             core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
-            server.submit(core_request, lambda response, error: _answer_infer(reply, response, error))
+            answer: Any = lambda response, error: _answer_infer(reply, response, error)
+            if recv_ns:  # the trace extension is on: sample this request
+                trace = begin_trace(tracer, core_request, "GRPC", recv_ns)
+                if trace is not None:
+                    answer = traced_done(tracer, trace, answer)
+            server.submit(core_request, answer)
         except TritonError as exc:
             reply(None, exc)
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
@@ -275,21 +287,6 @@ class InferenceServicer(RepositoryServicerMixin, SharedMemoryRpcs, pb_grpc.GRPCI
                     response.release()
         except TritonError as exc:
             yield stream_error(exc.message, request.id)
-
-    # -- not implemented yet ------------------------------------------------------------------------
-    @staticmethod
-    def _unsupported(context: Any, rpc: str, extension: str, empty: M) -> M:
-        return _fail(
-            context,
-            TritonError(Code.UNSUPPORTED, f"{rpc}: the {extension} extension is not supported by tritium yet"),
-            empty,
-        )
-
-    async def TraceSetting(self, request: Any, context: Any) -> pb.TraceSettingResponse:
-        return self._unsupported(context, "TraceSetting", "trace", pb.TraceSettingResponse())
-
-    async def LogSettings(self, request: Any, context: Any) -> pb.LogSettingsResponse:
-        return self._unsupported(context, "LogSettings", "logging", pb.LogSettingsResponse())
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):

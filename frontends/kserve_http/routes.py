@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core.errors import Code, TritonError, clip
+from ...core.errors import Code, TritonError
 from ...core.request import InferenceRequest
 from ...core.response import InferenceResponse
+from ...core.tracing.requests import begin_trace, traced_done
 from . import codec
 from .context import EndpointContext, error_response, url_version as _version
 from .body import BodyTooLarge, UnsupportedEncoding
@@ -31,6 +33,7 @@ from .openapi import add_openapi_route
 from .repository import add_repository_routes
 from .router import Router
 from .shared_memory import add_shared_memory_routes
+from .trace_logging import add_trace_logging_routes
 
 log = logging.getLogger("tritium.http")
 
@@ -188,6 +191,8 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     or coroutine per request; errors found before the model runs are answered at once.
     A large JSON or compressed body is decoded on a parse thread first (one task).
     """
+    tracer = ctx.server.tracer
+    recv_ns = time.perf_counter_ns() if tracer.enabled else 0
     try:
         version = _version(request)
         model = ctx.server.model(request.params["model"], version)
@@ -201,7 +206,7 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
             encoding is not None
             or (size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES)
         ):
-            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version))
+            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version, recv_ns))
             return None
         parsed = _parse(ctx, request, model, encoding, version)
     except TritonError as exc:
@@ -209,12 +214,17 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     except Exception as exc:  # a bug must not take the connection down without an answer
         log.exception("HTTP inference request failed")
         return error_response(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-    return _submit(ctx, request, parsed, model)
+    return _submit(ctx, request, parsed, model, recv_ns)
 
 
 def _submit(
-    ctx: EndpointContext, request: HttpRequest, parsed: tuple[InferenceRequest, codec.OutputPlan], model: Any
+    ctx: EndpointContext,
+    request: HttpRequest,
+    parsed: tuple[InferenceRequest, codec.OutputPlan],
+    model: Any,
+    recv_ns: int,
 ) -> HttpResponse | None:
+    """Hand a parsed request to the model; ``recv_ns`` (``perf_counter_ns``, 0 with tracing off) starts its trace."""
     ireq, plan = parsed
     respond = request.respond
     inflight = ctx.inflight
@@ -234,6 +244,11 @@ def _submit(
             return
         respond(answer)
 
+    if recv_ns:  # the trace extension is on: sample this request
+        tracer = ctx.server.tracer
+        trace = begin_trace(tracer, ireq, "HTTP", recv_ns, request.headers.get("traceparent"))
+        if trace is not None:
+            done = traced_done(tracer, trace, done)
     inflight.enter()
     try:
         ctx.server.submit(ireq, done, model)
@@ -253,13 +268,13 @@ def _spawn(ctx: EndpointContext, coroutine: Any) -> None:
 
 
 async def _infer_offloaded(
-    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str
+    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str, recv_ns: int
 ) -> None:
     """:func:`infer` for a large body: decoded on a parse thread, then submitted from the loop."""
     loop = asyncio.get_running_loop()
     try:
         parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding, version)
-        answer = _submit(ctx, request, parsed, model)
+        answer = _submit(ctx, request, parsed, model, recv_ns)
     except TritonError as exc:
         answer = error_response(exc)
     except Exception as exc:
@@ -370,23 +385,6 @@ def _render(
     return HttpResponse(200, [rendered.header, *rendered.buffers], content_type, headers, response.release)
 
 
-# Triton extensions tritium does not implement yet: their URLs answer 501 naming the extension
-_NOT_YET = (
-    ("/v2/models/{model}/trace/setting", "trace"),
-    ("/v2/models/{model}/versions/{version}/trace/setting", "trace"),
-    ("/v2/trace/setting", "trace"),
-    ("/v2/logging", "logging"),
-)
-_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
-
-
-def _not_yet(extension: str):  # type: ignore[no-untyped-def]
-    def handler(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
-        return error_response(TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet"))
-
-    return handler
-
-
 _MODEL = "/v2/models/{model}"
 _VERSION = _MODEL + "/versions/{version}"
 
@@ -410,6 +408,4 @@ def add_routes(router: Router) -> None:
     add_repository_routes(router)
     add_shared_memory_routes(router)
     add_openapi_route(router)
-    for path, extension in _NOT_YET:
-        for method in _METHODS:
-            router.add(path, method, _not_yet(extension))
+    add_trace_logging_routes(router)

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from ...core.hookspecs import hookimpl
 from .collector import TritiumCollector, render
+from .system import SystemSampler
 
 log = logging.getLogger("tritium.metrics")
 
@@ -31,7 +32,9 @@ class MetricsFrontend:
         self.server = server
         self.address = address
         self.port = port
-        self.collector = TritiumCollector(server)
+        options = server.options
+        self.system = SystemSampler(options.metrics_interval_ms, options.cpu_metrics, options.gpu_metrics)
+        self.collector = TritiumCollector(server, self.system, server.metrics_config["counter_latencies"])
         self._runner: web.AppRunner | None = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -47,11 +50,13 @@ class MetricsFrontend:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.address, self.port, reuse_address=True)
         await site.start()
+        self.system.start()
         log.info("Started Metrics Service at %s:%d", self.address, self.port)
 
     async def stop(self, grace: float) -> None:
         """Stop serving."""
         del grace
+        self.system.stop()
         if self._runner is not None:
             await self._runner.cleanup()
 

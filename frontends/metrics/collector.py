@@ -35,14 +35,51 @@ _CACHE = (
 )
 
 
-class TritiumCollector:
-    """Builds the metric families of one server at scrape time (on the event loop)."""
+_SUMMARIES = (
+    # name, help, LatencySummaries kind (Triton's summary families, with summary_latencies=true)
+    ("nv_inference_request_summary_us", "Summary of inference request duration in microseconds (includes cached requests)", "request"),
+    ("nv_inference_queue_summary_us", "Summary of inference queuing duration in microseconds (includes cached requests)", "queue"),
+    ("nv_inference_compute_input_summary_us", "Summary of compute input duration in microseconds (does not include cached requests)", "compute_input"),
+    ("nv_inference_compute_infer_summary_us", "Summary of compute inference duration in microseconds (does not include cached requests)", "compute_infer"),
+    ("nv_inference_compute_output_summary_us", "Summary of inference compute output duration in microseconds (does not include cached requests)", "compute_output"),
+)
 
-    def __init__(self, server: Any) -> None:
+
+class TritiumCollector:
+    """Builds the metric families of one server at scrape time (on the event loop).
+
+    :param system: the CPU/GPU sampler whose last sample is reported (None: none).
+    :param counter_latencies: report the ``*_duration_us`` counters (``--metrics-config counter_latencies``).
+    """
+
+    def __init__(self, server: Any, system: Any = None, counter_latencies: bool = True) -> None:
         self.server = server
+        self.system = system
+        self.counter_latencies = counter_latencies
 
     def collect(self) -> Iterable[Metric]:
         """Yield every metric family."""
+        families = list(self._model_families())
+        if not self.counter_latencies:
+            families = [f for f in families if not f.name.endswith("_duration_us")]
+        models = self.server.repository.loaded_models()
+        summaries = [Metric(name, doc, "summary") for name, doc, _kind in _SUMMARIES]
+        for model in models:
+            latency = getattr(model.stats, "summaries", None)
+            if latency is None:
+                continue
+            labels = {"model": model.name, "version": str(model.version)}
+            for family, (_n, _d, kind) in zip(summaries, _SUMMARIES):
+                family.add_sample(family.name + "_count", labels, latency.count[kind])
+                family.add_sample(family.name + "_sum", labels, latency.sum_us[kind])
+                for quantile, value in latency.quantiles(kind):
+                    family.add_sample(family.name, {**labels, "quantile": _number(quantile)}, value)
+        families += [f for f in summaries if f.samples]
+        if self.system is not None:
+            families += self.system.families()
+        return families
+
+    def _model_families(self) -> Iterable[Metric]:
         models = self.server.repository.loaded_models()
         success = Metric(*_COUNTERS[0][:2], "counter")
         failure = Metric("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
@@ -97,6 +134,8 @@ def _escape(value: str) -> str:
 
 
 def _number(value: float) -> str:
+    if value != value:
+        return "NaN"
     if isinstance(value, int) or float(value).is_integer():
         return str(int(value))
     return repr(float(value))

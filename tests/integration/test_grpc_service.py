@@ -43,6 +43,8 @@ EXTENSIONS = [
     "parameters",
     "statistics",
     "generate",
+    "trace",
+    "logging",
 ]
 
 SLOW = identity_config(extra='parameters { key: "execute_delay_ms" value { string_value: "400" } }')
@@ -288,23 +290,6 @@ def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub
     assert rpc_error(stub.ModelStatistics, pb.ModelStatisticsRequest(name=name, version=version)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         message,
-    )
-
-
-# -- extensions tritium does not implement yet --------------------------------------------------------
-@pytest.mark.parametrize(
-    ("rpc", "request_message", "extension"),
-    [
-        ("TraceSetting", pb.TraceSettingRequest(), "trace"),
-        ("LogSettings", pb.LogSettingsRequest(), "logging"),
-    ],
-)
-def test_unimplemented_extensions(
-    stub: service_pb2_grpc.GRPCInferenceServiceStub, rpc: str, request_message: Any, extension: str
-) -> None:
-    assert rpc_error(getattr(stub, rpc), request_message) == (
-        grpc.StatusCode.UNIMPLEMENTED,
-        f"{rpc}: the {extension} extension is not supported by tritium yet",
     )
 
 

@@ -266,14 +266,3 @@ def test_errors_through_tritonclient(client: httpclient.InferenceServerClient) -
     assert info.value.status() == "400"
 
 
-@pytest.mark.parametrize(
-    "method, path, extension",
-    [
-        ("GET", "/v2/trace/setting", "trace"),
-        ("GET", "/v2/logging", "logging"),
-    ],
-)
-def test_extensions_not_built_yet_say_so(server: ServerProcess, method: str, path: str, extension: str) -> None:
-    status, headers, body = call(server, method, path, b"{}" if method == "POST" else None)
-    assert status == 501
-    assert json.loads(body) == {"error": f"the {extension} extension is not supported by tritium yet"}

@@ -214,9 +214,9 @@ def test_command_line_errors(tmp_path):
 
     result = run("--model-repository=x", "--no-such-flag")
     assert result.returncode == 2 and "unrecognized arguments: --no-such-flag" in result.stderr
-    result = run("--model-repository=x", "--trace-config=rate=1")
+    result = run("--model-repository=x", "--model-namespacing=true")
     assert result.returncode == 2
-    assert "--trace-config is a tritonserver flag for request tracing, which tritium does not support yet" in result.stderr
+    assert "--model-namespacing is a tritonserver flag for model namespacing, which tritium does not support yet" in result.stderr
     result = run("--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a")
     assert result.returncode == 2
     assert "Wildcard model name '*' must be the ONLY startup model if specified at all." in result.stderr

@@ -941,6 +941,6 @@ def test_logger_lines_name_the_model_file(server: ServerProcess) -> None:
     for line, (letter, word) in zip(lines, expected):
         assert line.startswith(letter), line
         assert (
-            f"model.py:{_line_of(LOGGER_MODEL, f'pb-logger {word} line')}] logger: pb-logger {word} line"
+            f"model.py:{_line_of(LOGGER_MODEL, f'pb-logger {word} line')}] logger (logger_0): pb-logger {word} line"
             in line
         )

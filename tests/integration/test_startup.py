@@ -141,11 +141,11 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_refused_flag_is_one_line_and_a_pointer() -> None:
-    done = run_cli("--model-repository=/nowhere", "--trace-file=/tmp/t.json")
+    done = run_cli("--model-repository=/nowhere", "--model-namespacing=true")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "tritium-server: error: --trace-file is a tritonserver flag for request tracing, which tritium does not "
-        "support yet",
+        "tritium-server: error: --model-namespacing is a tritonserver flag for model namespacing, which tritium "
+        "does not support yet",
         "Run 'tritium-server --help' for the flags.",
     ]
     assert run_cli("--no-such-flag").stderr.splitlines() == [
