@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from tritium.perf import stop_process
 
 __all__ = ["TritonServer", "install_triton"]
 
@@ -110,11 +111,6 @@ class TritonServer:
 
     def stop(self) -> None:
         """SIGTERM by PID, then SIGKILL after 60 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_process(self.proc)
         self._log.close()

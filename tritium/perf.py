@@ -20,7 +20,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Measurement", "PerfAnalyzerError", "perf_analyzer_command", "measure", "process_cpu_s", "children_of"]
+__all__ = [
+    "Measurement",
+    "PerfAnalyzerError",
+    "perf_analyzer_command",
+    "measure",
+    "process_cpu_s",
+    "children_of",
+    "stop_process",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _LIBB64 = Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d")
@@ -152,3 +160,14 @@ def measure(
         concurrency, throughput, float(row["p50 latency"]), float(row["p99 latency"]),
         (core1 - core0) / inferences * 1e6, (workers1 - workers0) / inferences * 1e6, client_s / inferences * 1e6,
     )
+
+
+def stop_process(proc: "subprocess.Popen[bytes]", grace_s: float = 60.0) -> None:
+    """Stop a server this process started: SIGTERM by PID, then SIGKILL after ``grace_s`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

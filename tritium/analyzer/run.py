@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..core.model_repository.dependencies import composing_of
-from ..perf import Measurement, PerfAnalyzerError, measure
+from ..perf import Measurement, PerfAnalyzerError, measure, stop_process
 from .space import Candidate, base_config, candidate_config, config_text
 
 __all__ = ["Result", "prepare_repository", "measure_candidate", "ServerFailed"]
@@ -116,13 +115,7 @@ class _Server:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._file.close()
 
 
