@@ -19,7 +19,8 @@ from typing import Any, Awaitable, Callable
 from ...core.errors import Code, TritonError
 from ...core.server import InferenceServer
 from .body import body_too_large
-from .connection import HttpConnection, HttpRequest, HttpResponse
+from .connection import HttpConnection
+from .messages import HttpRequest, HttpResponse
 from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .restricted import restriction_error

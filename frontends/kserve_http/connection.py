@@ -42,20 +42,15 @@ import asyncio
 import logging
 import time
 from http import HTTPStatus
-from typing import Any, AsyncIterator, Callable, Protocol
+from typing import Any, AsyncIterator, Callable
 
 import httptools
 
+from .messages import Dispatcher, HttpRequest, HttpResponse, HttpStreamResponse
+
 log = logging.getLogger("tritium.http")
 
-__all__ = [
-    "HttpRequest",
-    "HttpResponse",
-    "HttpStreamResponse",
-    "HttpConnection",
-    "Dispatcher",
-    "MAX_HEAD_BYTES",
-]
+__all__ = ["HttpConnection", "MAX_HEAD_BYTES"]
 
 #: the largest request head (request line and headers) accepted, bytes
 MAX_HEAD_BYTES = 64 * 1024
@@ -69,115 +64,6 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 # connection states
 _HEAD, _BODY, _CHUNKED, _BUSY, _CLOSED = range(5)
-
-
-class HttpRequest:
-    """One parsed request, as the route handlers see it.
-
-    :ivar method: ``GET``, ``POST``, ...
-    :ivar path: the URL path as sent (percent-encoded; the route's parameters are decoded).
-    :ivar headers: header values by lower-case name (the first of repeated headers).
-    :ivar body: the body bytes (a view of the arena block or buffer it was received into).
-    :ivar params: the route's URL parameters (``model``, ``version``, ``name``).
-    :ivar body_block: the arena block holding ``body`` when it was received into the
-        core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
-        held by the connection until the response is sent), else None.
-    """
-
-    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond")
-
-    def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
-        self.method = method
-        self.path = path
-        self.headers = headers
-        self.body: memoryview | bytes = b""
-        self.params: dict[str, str] = {}
-        self.body_block: Any = None
-        self.route: Any = None
-        #: answers the request (exactly once): for a handler that answers later, from a callback
-        self.respond: Callable[["HttpResponse"], None] = _unset
-
-
-class HttpResponse:
-    """A response to write: status, content type, extra headers and the body.
-
-    :param status: the HTTP status.
-    :param body: the body: bytes, or a list of buffers written one after the other
-        (views of shared memory, sent without a copy).
-    :param content_type: the ``Content-Type`` (None: no such header).
-    :param headers: further headers.
-    :param release: called once the body is on the wire (or the connection is gone):
-        gives the shared memory behind ``body`` back.
-    """
-
-    __slots__ = ("status", "body", "content_type", "headers", "release")
-
-    def __init__(
-        self,
-        status: int = 200,
-        body: bytes | list[Any] = b"",
-        content_type: str | None = "application/json",
-        headers: dict[str, str] | None = None,
-        release: Callable[[], None] | None = None,
-    ) -> None:
-        self.status = status
-        self.body = body
-        self.content_type = content_type
-        self.headers = headers
-        self.release = release
-
-
-class HttpStreamResponse(HttpResponse):
-    """A response whose body comes in pieces, as they are produced (Server-Sent Events).
-
-    Sent with ``Transfer-Encoding: chunked`` (HTTP/1.0: unframed, then the connection
-    closes), one chunk per piece; the next piece is taken only once the previous
-    one is on its way to the client (back-pressure). The connection closes
-    ``chunks`` when the client goes away or the stream ends.
-
-    :param status: the HTTP status.
-    :param chunks: the body's pieces (bytes, empty ones skipped).
-    :param content_type: the ``Content-Type``.
-    :param headers: further headers.
-    """
-
-    __slots__ = ("chunks",)
-
-    def __init__(
-        self,
-        status: int,
-        chunks: AsyncIterator[bytes],
-        content_type: str | None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(status, b"", content_type, headers)
-        self.chunks = chunks
-
-
-class Dispatcher(Protocol):
-    """What a connection hands its requests to (the endpoint's router)."""
-
-    def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
-        """Where a body of ``size`` bytes is received: ``(writable view, arena block or None)``."""
-
-    def dispatch(self, request: HttpRequest, respond: Callable[[HttpResponse], None]) -> None:
-        """Handle ``request``; call ``respond`` exactly once, now or later."""
-
-    def too_large(self, size: int | None) -> HttpResponse:
-        """The 413 answer for a body of ``size`` bytes (None: a chunked body past the limit)."""
-
-    @property
-    def max_body_bytes(self) -> int:
-        """The request body limit in bytes."""
-
-    def reserve(self, size: int) -> bool:
-        """Take ``size`` bytes of the endpoint's budget for bodies in flight (False: it is spent)."""
-
-    def unreserve(self, size: int) -> None:
-        """Give back what :meth:`reserve` took."""
-
-    def busy(self) -> HttpResponse:
-        """The 503 answer for a body the budget cannot hold."""
 
 
 class _Head:
@@ -240,10 +126,6 @@ def _keep_alive(http10: bool, connection: str | None) -> bool:
         return not http10
     tokens = {token.strip() for token in connection.lower().split(",")}
     return "keep-alive" in tokens if http10 else "close" not in tokens
-
-
-def _unset(response: "HttpResponse") -> None:
-    raise RuntimeError("the request is not being answered by a connection")
 
 
 def _url_path(url: bytes) -> str:

@@ -11,7 +11,7 @@ from ...core.errors import Code, TritonError
 from ...core.server import InferenceServer
 from . import codec
 from .body import error_status
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 
 __all__ = ["EndpointContext", "Inflight", "error_response", "url_version"]
 

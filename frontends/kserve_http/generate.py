@@ -38,7 +38,7 @@ from ...core.types import by_config_name
 from .. import sse
 from . import codec
 from ._rapidjson import encode, to_bytes
-from .connection import HttpRequest, HttpResponse, HttpStreamResponse
+from .messages import HttpRequest, HttpResponse, HttpStreamResponse
 from .context import EndpointContext, error_response, url_version
 
 log = logging.getLogger("tritium.http")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 from .router import Router
 
 __all__ = ["OPENAPI_PATH", "document", "add_openapi_route"]

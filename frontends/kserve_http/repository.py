@@ -20,7 +20,7 @@ from typing import Any
 from ...core.errors import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 from .router import Router
 
 __all__ = ["add_repository_routes", "REPOSITORY_PREFIX"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 
 __all__ = ["api_group", "restriction_error"]
 

@@ -15,7 +15,7 @@ import re
 from urllib.parse import unquote
 from typing import Any, Awaitable, Callable, Union
 
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 
 __all__ = ["Route", "Router", "Handler", "NOT_FOUND", "METHOD_NOT_ALLOWED"]
 

@@ -27,7 +27,7 @@ from ...core.tracing.requests import begin_trace, traced_done
 from . import codec
 from .context import EndpointContext, error_response, url_version as _version
 from .body import BodyTooLarge, UnsupportedEncoding
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 from .generate import generate, generate_stream
 from .openapi import add_openapi_route
 from .repository import add_repository_routes

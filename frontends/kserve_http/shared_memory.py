@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from ...core.errors import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 from .router import Router
 
 __all__ = ["add_shared_memory_routes"]

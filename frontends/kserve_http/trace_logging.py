@@ -15,7 +15,7 @@ from typing import Any
 
 from ...core.errors import Code, TritonError
 from . import codec
-from .connection import HttpRequest, HttpResponse
+from .messages import HttpRequest, HttpResponse
 from .context import EndpointContext, error_response
 from .router import Router
 
