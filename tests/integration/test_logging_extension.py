@@ -94,7 +94,7 @@ def test_settings_and_json_lines(json_server: tuple[ServerProcess, Path]) -> Non
     assert set(started[0]) == {"time", "level", "pid", "source", "model", "instance", "request_id", "message"}
     assert started[0]["time"].endswith("Z") and "T" in started[0]["time"]
     _infer(server, 11)
-    lines = _wait_for(log_file, "info line 11")
+    lines = _wait_for(log_file, "warning line 11")  # the later of the two lines the model writes
     (info,) = [line for line in lines if line["message"] == "info line 11"]
     assert info["level"] == "INFO" and info["model"] == "talker" and info["instance"]
     assert info["source"].startswith("model.py:")
