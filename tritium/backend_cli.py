@@ -289,6 +289,7 @@ def next_steps(folder: Path, name: str, language: str) -> str:
         "next:",
         f"  cd {folder}",
         f"  {build}",
+        f"  pip install pytest 'tritonclient[http,grpc]'{' cffi' if language == 'c' else ''}   # what the test needs",
         f"  python -m pytest test_{name}.py   # test: serves models/ over HTTP and gRPC, checks exact values",
         f"  tritium-server --model-repository=models --backend-directory={folder.resolve().parent}   # serve",
     ]

@@ -28,6 +28,12 @@ __all__ = ["main", "parse_args", "build_parser"]
 _TRUE = {"true", "1", "on", "yes"}
 _FALSE = {"false", "0", "off", "no"}
 
+# refused tritonserver flags whose feature tritium has under another flag: what to use instead
+INSTEAD = {
+    "--response-cache-byte-size": "use --cache-config local,size=<bytes> (Triton's replacement for this deprecated flag)",
+    "--cache-directory": "tritium's caches (local, redis) are built in and chosen with --cache-config",
+}
+
 # tritonserver flags of features tritium does not implement yet: refused, never ignored.
 NOT_YET = {
     "--model-load-retry-count": "model load retries",
@@ -39,8 +45,8 @@ NOT_YET = {
     "--sagemaker-port": "the SageMaker endpoint",
     "--allow-vertex-ai": "the Vertex AI endpoint",
     "--vertex-ai-port": "the Vertex AI endpoint",
-    "--cache-directory": "the response cache",
-    "--response-cache-byte-size": "the response cache",
+    "--cache-directory": "cache libraries",
+    "--response-cache-byte-size": "the response cache's size",
     "--repoagent-directory": "repository agents",
     "--host-policy": "host policies",
     "--pinned-memory-pool-byte-size": "pinned memory pools",
@@ -60,6 +66,17 @@ def _bool(text: str) -> bool:
     if value in _FALSE:
         return False
     raise argparse.ArgumentTypeError(f"invalid boolean value '{text}' (expected true or false)")
+
+
+def _port(text: str) -> int:
+    """A TCP port number, 0-65535 (Triton 2.51 takes any integer and binds it modulo 65536)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port '{text}' (expected a number from 0 to 65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {value} (expected a number from 0 to 65535)")
+    return value
 
 
 def _cache_config(text: str) -> tuple[str, dict[str, str]]:
@@ -156,6 +173,8 @@ class _NotYet(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        if option in INSTEAD:
+            parser.error(f"{option} is not supported: {INSTEAD[option]}")
         parser.error(f"{option} is a tritonserver flag for {NOT_YET[option or '']}, which tritium does not support yet")
 
 
@@ -288,10 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     for proto, port, what in (("http", 8000, "the HTTP/REST endpoint"), ("grpc", 8001, "the gRPC endpoint"),
                               ("metrics", 8002, "the Prometheus metrics endpoint")):
         p.add_argument(f"--allow-{proto}", type=_bool, default=True, metavar="BOOL", help=f"serve {what}")
-        p.add_argument(f"--{proto}-port", type=int, default=port, metavar="PORT", help=f"port of {what}")
+        p.add_argument(f"--{proto}-port", type=_port, default=port, metavar="PORT", help=f"port of {what}")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
-        "--openai-port", type=int, metavar="PORT",
+        "--openai-port", type=_port, metavar="PORT",
         help="tritium: serve the OpenAI-compatible endpoint (the 'openai' plugin) on this port (default: "
         "off, or as plugins.toml says)",
     )
@@ -409,8 +428,6 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     )
     openai = {"port": args.openai_port, "address": args.openai_address}
     if any(v is not None for v in openai.values()):
-        if args.openai_port is not None and not 0 <= args.openai_port <= 65535:
-            parser.error(f"--openai-port must be a port number (0-65535), got {args.openai_port}")
         options.frontend_settings["openai"] = {"enabled": True, **{k: v for k, v in openai.items() if v is not None}}
     if args.backend_directory:  # absolute: workers run in their model's folder
         options.backend_directory = os.path.abspath(args.backend_directory)

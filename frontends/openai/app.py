@@ -63,6 +63,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         else:
             error = OpenAIError(exc.status, exc.reason or "HTTP error")
         return _json(error.body(), exc.status)
+    except ConnectionError as exc:  # the client went away (mid-body or mid-answer): nobody to answer
+        log.info("OpenAI endpoint: %s %s: client disconnected (%s)", request.method, request.path, exc)
+        return _json(OpenAIError(400, "The client disconnected.").body(), 400)  # aiohttp drops it quietly
     except Exception:
         log.exception("OpenAI endpoint: %s %s failed", request.method, request.path)
         return _json(OpenAIError(500, "The server had an error while processing your request.",

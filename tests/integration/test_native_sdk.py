@@ -87,6 +87,7 @@ def test_a_generated_backend_builds_serves_and_passes_its_own_test(tmp_path: Pat
         "next:",
         f"  cd {folder}",
         f"  {build}",
+        f"  pip install pytest 'tritonclient[http,grpc]'{' cffi' if language == 'c' else ''}   # what the test needs",
         f"  python -m pytest test_{name}.py   # test: serves models/ over HTTP and gRPC, checks exact values",
         f"  {serve}   # serve",
     ]

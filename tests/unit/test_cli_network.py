@@ -72,3 +72,19 @@ def test_bad_flags_are_refused(flags: list[str], message: str, capsys: pytest.Ca
     with pytest.raises(SystemExit) as info:
         options(*flags)
     assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--metrics-port", "--openai-port"])
+@pytest.mark.parametrize("value", ["99999", "-5", "80x"])
+def test_a_port_out_of_range_is_refused(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Triton 2.51 binds 99999 modulo 65536 (34463) and logs 99999: refused here instead
+    with pytest.raises(SystemExit) as exc:
+        options(f"{flag}={value}")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: invalid port" in err and "expected a number from 0 to 65535" in err
+
+
+def test_ports_in_range_are_taken() -> None:
+    o = options("--http-port=0", "--grpc-port=65535")
+    assert (o.http_port, o.grpc_port) == (0, 65535)
