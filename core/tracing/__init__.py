@@ -13,6 +13,7 @@ more per request than read it. Runs on the core's event loop.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -223,9 +224,12 @@ class Tracer:
         else:
             target = f"{path}.{self._file_index}"
             self._file_index += 1
+        # written beside it under a hidden name, then renamed: a reader never sees a half-written file
+        partial = os.path.join(os.path.dirname(target) or ".", f".{os.path.basename(target)}.partial")
         try:
-            with open(target, "w", encoding="utf-8") as out:
+            with open(partial, "w", encoding="utf-8") as out:
                 out.write(dump_traces(traces))
+            os.replace(partial, target)
         except OSError as exc:
             log.error("writing trace file %s failed: %s", target, exc)
 
