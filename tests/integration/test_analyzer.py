@@ -8,6 +8,7 @@ best ``config.pbtxt`` answers exact values.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,26 @@ def test_bad_arguments(tmp_path: Path) -> None:
         "tritium-analyzer: error: the following arguments are required: --model-repository",
         "Run 'tritium-analyzer --help' for the flags.",
     ]
+
+
+def test_a_run_past_its_bound_is_the_candidates_error_with_the_servers_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A perf_analyzer run that never ends is cut at the run bound and reported with the server's
+    statistics and log tail (a stuck request shows there), and the search goes on."""
+    from tritium import perf
+    from tritium.analyzer.run import measure_candidate
+    from tritium.analyzer.space import QUICK, Candidate
+
+    assert QUICK.run_timeout_s == 120.0  # --quick: a stuck run costs 2 minutes, not 10
+    stuck = tmp_path / "perf_analyzer"
+    stuck.write_text("#!/bin/sh\nexec sleep 600\n")
+    stuck.chmod(0o755)
+    monkeypatch.setattr(perf, "perf_analyzer_command", lambda: ([str(stuck)], dict(os.environ)))
+    repo = tmp_path / "models"
+    shutil.copytree(ROOT / "examples" / "python_models" / "add_sub", repo / "add_sub")
+    result = measure_candidate(repo, "add_sub", Candidate(1), tmp_path / "work", (1, 4), [], run_timeout_s=1.0)
+    assert result.points == []
+    assert result.error.splitlines()[0] == "concurrency 1: perf_analyzer ran past 1 s:"
+    assert "server statistics: " in result.error and '"name":"add_sub"' in result.error.replace(" ", "")
+    assert "server log:" in result.error

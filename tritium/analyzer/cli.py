@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 result = measure_candidate(
                     repository, args.model, candidate, Path(work) / f"{i:02d}_{candidate.slug}",
                     space.concurrency, perf_args, args.protocol, args.server_arg,
-                    on_point=lambda _p: progress.update(1),
+                    on_point=lambda _p: progress.update(1), run_timeout_s=space.run_timeout_s,
                 )
             except PerfAnalyzerError as exc:
                 print(f"tritium-analyzer: error: {exc}", file=sys.stderr)

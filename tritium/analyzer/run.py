@@ -110,6 +110,16 @@ class _Server:
             time.sleep(0.2)
         raise ServerFailed(f"tritium-server not ready after {timeout_s:.0f} s:\n{self._tail()}")
 
+    def state(self, model: str) -> str:
+        """The model's statistics (Triton's statistics extension) and the log's last lines, for a report."""
+        url = f"http://127.0.0.1:{self.http_port}/v2/models/{model}/stats"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                stats = resp.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError) as exc:
+            stats = f"(no answer: {exc})"
+        return f"server statistics: {stats}\nserver log:\n{self._tail()}"
+
     def _tail(self) -> str:
         self._file.flush()
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
@@ -130,6 +140,7 @@ def measure_candidate(
     server_args: Sequence[str] = (),
     ready_timeout_s: float = 300.0,
     on_point: Callable[[Measurement], None] | None = None,
+    run_timeout_s: float = 600.0,
 ) -> Result:
     """Serve ``model`` as ``candidate`` and measure it at each concurrency.
 
@@ -138,6 +149,8 @@ def measure_candidate(
 
     :param work: a folder of its own (repository, server log, perf_analyzer CSVs).
     :param on_point: called after each measurement (progress).
+    :param run_timeout_s: the longest one perf_analyzer run may take, seconds; a run past it
+        is the candidate's error, which then also gives the server's statistics and log tail.
     :raises PerfAnalyzerError: when perf_analyzer itself is missing (nothing can be measured).
     """
     work.mkdir(parents=True, exist_ok=True)
@@ -153,11 +166,14 @@ def measure_candidate(
         url = f"127.0.0.1:{server.grpc_port if protocol == 'grpc' else server.http_port}"
         for n in concurrency:
             try:
-                point = measure(model, url, protocol, n, server.proc.pid, work / f"c{n}.csv", list(perf_args))
+                point = measure(model, url, protocol, n, server.proc.pid, work / f"c{n}.csv", list(perf_args),
+                                timeout_s=run_timeout_s)
             except PerfAnalyzerError as exc:
                 if "not found" in str(exc) or "needs lib" in str(exc):
                     raise
                 result.error = f"concurrency {n}: {exc}"
+                if "ran past" in str(exc):  # what the server still holds says whose fault it is
+                    result.error += f"\n{server.state(model)}"
                 break
             result.points.append(point)
             if on_point is not None:

@@ -66,6 +66,13 @@ class Space:
     halve_batch: bool = False  # with no max_batch_sizes given: also half the config's own
     without_batcher: bool = True  # also measure the model with the dynamic batcher off
 
+    @property
+    def run_timeout_s(self) -> float:
+        """The longest one perf_analyzer run may take, seconds: its windows (at most 3 trials,
+        each window possibly stretched by slow requests) with room for start-up on a busy machine.
+        A run past it is reported as that candidate's error, with the server's state."""
+        return 90.0 + 20 * 3 * self.measurement_ms / 1000
+
 
 #: --quick: a few configurations, short measurement windows (CI; about a minute on add_sub)
 QUICK = Space(instances=(1, 2), max_batch_sizes=(), queue_delays_us=(100,), preferred=False,
