@@ -161,3 +161,12 @@ def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
     settings.update(options.backend_config.get("", {}))
     settings.update(options.backend_config.get(backend, {}))
     return settings
+
+
+class ModelState:
+    """Triton's model version states, as the repository index names them."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"

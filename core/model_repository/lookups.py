@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError, clip
-from ..model import Model, ModelState
+from ..model import Model
+from .lifecycle import ModelState
 
 if TYPE_CHECKING:
     from .manager import ModelEntry

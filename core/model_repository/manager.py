@@ -34,7 +34,8 @@ from ..devices import gpu_ids
 from ..ensemble import EnsembleModel, check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model, ModelState
+from ..model import Model
+from .lifecycle import ModelState
 from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
