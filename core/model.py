@@ -268,7 +268,7 @@ class Model(BatcherServices):
         releases: list[list[int]] = []
         if error is None:
             try:
-                tensors = self._assembly.tensors(payload, outputs, releases)
+                tensors = self._assembly.tensors(payload, pending, outputs, releases)
             except TritonError as exc:
                 error = exc
                 tensors = []

@@ -66,9 +66,12 @@ class ResponseAssembly:
         self.batched = batched
         self.labels = labels
 
-    def tensors(self, payload: Payload, outputs: list[list[Any]], releases: list[list[int]]) -> list[OutputTensor]:
+    def tensors(
+        self, payload: Payload, pending: PendingRequest, outputs: list[list[Any]], releases: list[list[int]]
+    ) -> list[OutputTensor]:
         """The output tensors of one response of ``payload`` from the worker's ``outputs`` descriptors.
 
+        :param pending: the payload's :class:`~.input_staging.PendingRequest` (its context).
         :param releases: gets ``[segment, release id]`` of every output the worker
             must be told to free once the response is released (also when this raises).
         :raises TritonError: INTERNAL for a malformed response (a shape that does not
@@ -76,8 +79,6 @@ class ResponseAssembly:
             INTERNAL (Triton's message) for a CUDA window too small; INVALID_ARG for
             classification of a BYTES output.
         """
-        pending: PendingRequest = payload.context
-        request = pending.request
         tensors: list[OutputTensor] = []
         try:
             shm_outputs = payload.wire.get("shm_outputs")
@@ -99,7 +100,7 @@ class ResponseAssembly:
                     region_id, region_offset, byte_size = shm_outputs[name]
                     if seg_id != region_id or offset != region_offset or not 0 <= nbytes <= byte_size:
                         raise TritonError(Code.INTERNAL, f"malformed shared-memory output '{name}' from model {self.label}")
-                    ref = next(o.shared_memory for o in request.outputs if o.name == name)
+                    ref = next(o.shared_memory for o in pending.request.outputs if o.name == name)
                     tensor = OutputTensor(name, datatype, list(shape), b"", {})
                     tensor.shared_memory_region = ref.region.name if ref is not None else ""
                     tensors.append(tensor)
@@ -109,7 +110,7 @@ class ResponseAssembly:
                     pending.on_state(name, datatype, list(shape), bytes(data))
                 if self.hidden_outputs and name in self.hidden_outputs:
                     continue
-                cuda_ref = _cuda_output(request, name) if pending.regions else None
+                cuda_ref = _cuda_output(pending.request, name) if pending.regions else None
                 if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
                     if nbytes > cuda_ref.byte_size:
                         raise output_region_too_small(name, cuda_ref.byte_size, nbytes)
