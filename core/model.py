@@ -74,6 +74,9 @@ class Model(BatcherServices):
         self.version_text = str(version)
         self.path = path
         self.config = config
+        #: ``'name' version N`` for messages; what model metadata reports as ``platform``
+        self.label = model_label(name, version)
+        self.platform = platform_of(config)
         self.signature = ModelSignature(name, config)
         self.labels = labels
         self.pool = pool
@@ -113,16 +116,6 @@ class Model(BatcherServices):
         return DefaultScheduler(label, executed, available)
 
     # -- description -------------------------------------------------------------
-    @property
-    def label(self) -> str:
-        """``'name' version N`` for messages."""
-        return model_label(self.name, self.version)
-
-    @property
-    def platform(self) -> str:
-        """What model metadata reports as ``platform`` (the backend when no platform is set)."""
-        return platform_of(self.config)
-
     @property
     def ready(self) -> bool:
         """True while every instance can take requests."""

@@ -62,6 +62,9 @@ class EnsembleModel:
         self.version = version
         self.path = path
         self.config = config
+        #: ``'name' version N`` for messages; what model metadata reports as ``platform`` (``ensemble``)
+        self.label = model_label(name, version)
+        self.platform = platform_of(config)
         self.lookup = lookup
         self.signature = ModelSignature(name, config)
         self.steps = steps_of(config)
@@ -72,16 +75,6 @@ class EnsembleModel:
         self.labels: dict[str, list[str]] = labels or {}
         self._stopping = False
         self._inflight = 0  # requests running through the steps
-
-    @property
-    def label(self) -> str:
-        """``'name' version N`` for messages."""
-        return model_label(self.name, self.version)
-
-    @property
-    def platform(self) -> str:
-        """What model metadata reports as ``platform``: the config's (``ensemble``)."""
-        return platform_of(self.config)
 
     @property
     def scheduler(self) -> EnsembleModel:

@@ -44,30 +44,19 @@ Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
 from ..errors import Code, TritonError
-from ..model_repository.paths import safe_join
-from ..tensor import serialize_bytes
-from ..types import by_config_name
 from .base import Batch, Executor, Payload, admit
 from .dynamic_batcher import _OrderedDelivery as OrderedDelivery
+from .sequence_controls import control_bytes, parse_controls, parse_state
 
 __all__ = ["SequenceBatcher", "SequenceHost"]
 
 _START, _END = 1, 2
-_FALSE_TRUE = ("int32_false_true", "fp32_false_true", "bool_false_true")
-_FALSE_TRUE_TYPE = {
-    "int32_false_true": "INT32",
-    "fp32_false_true": "FP32",
-    "bool_false_true": "BOOL",
-}
 
 
 class SequenceHost(Protocol):
@@ -100,19 +89,6 @@ class _Sequence:
             str, tuple[str, list[int], bytes]
         ] = {}  # state input name -> (datatype, shape, bytes)
         self.bound_at = 0
-
-
-class _State:
-    __slots__ = ("datatype", "initial", "input_name", "output_name", "shape")
-
-    def __init__(
-        self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes
-    ) -> None:
-        self.input_name = input_name
-        self.output_name = output_name
-        self.datatype = datatype
-        self.shape = shape
-        self.initial = initial
 
 
 class SequenceBatcher:
@@ -171,8 +147,8 @@ class SequenceBatcher:
                 "(it needs request rescheduling, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
             )
         self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
-        self._controls = self._parse_controls(seq.get("control_input", []))
-        self._states = [self._parse_state(st) for st in seq.get("state", [])]
+        self._controls = parse_controls(self._name, seq.get("control_input", []))
+        self._states = [parse_state(self._name, st, self._batching, self._host.path) for st in seq.get("state", [])]
         self._sequences: dict[int | str, _Sequence] = {}
         self._backlog: deque[_Sequence] = deque()
         self._bound: dict[Executor, list[_Sequence | None]] = {}  # per instance: its slots
@@ -181,73 +157,6 @@ class SequenceBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._reaper: asyncio.TimerHandle | None = None
         self._bind_counter = 0
-
-    # -- config ---------------------------------------------------------------
-    def _parse_controls(self, controls: list[dict[str, Any]]) -> list[tuple[str, str, str, Any]]:
-        """``(input name, kind, KServe datatype, (false, true) values or None)`` per control."""
-        out = []
-        for item in controls:
-            for control in item.get("control", []):
-                kind = str(control.get("kind", "CONTROL_SEQUENCE_START"))
-                if kind == "CONTROL_SEQUENCE_CORRID":
-                    dt = by_config_name(str(control.get("data_type", "TYPE_UINT64")))
-                    if dt is None:
-                        raise TritonError(
-                            Code.INVALID_ARG, f"model '{self._name}': bad CORRID data type"
-                        )
-                    out.append((str(item["name"]), kind, dt.name, None))
-                    continue
-                for field in _FALSE_TRUE:
-                    values = control.get(field)
-                    if values:
-                        out.append(
-                            (
-                                str(item["name"]),
-                                kind,
-                                _FALSE_TRUE_TYPE[field],
-                                (values[0], values[1]),
-                            )
-                        )
-                        break
-                else:
-                    raise TritonError(
-                        Code.INVALID_ARG,
-                        f"sequence batching control '{item['name']}' of model '{self._name}' must specify "
-                        "int32_false_true, fp32_false_true or bool_false_true",
-                    )
-        return out
-
-    def _parse_state(self, st: dict[str, Any]) -> _State:
-        dt = by_config_name(str(st.get("data_type", "")))
-        if dt is None:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"model '{self._name}': state '{st.get('input_name')}' has no data type",
-            )
-        init = st.get("initial_state") or []
-        init = (
-            init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
-        )
-        dims = [int(d) for d in (init.get("dims") or st.get("dims") or [])]
-        shape = ([1] if self._batching else []) + [d if d > 0 else 1 for d in dims]
-        count = int(np.prod(shape)) if shape else 1
-        if init.get("data_file"):
-            path = safe_join(
-                os.path.join(self._host.path, "initial_state"),
-                str(init["data_file"]),
-                what="data_file",
-            )
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise TritonError(
-                    Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}"
-                ) from exc
-        elif dt.is_bytes:
-            data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
-        else:
-            data = bytes(count * dt.itemsize)
-        return _State(str(st["input_name"]), str(st["output_name"]), dt.name, shape, bytes(data))
 
     # -- Scheduler -----------------------------------------------------------------
     def enqueue(self, payload: Payload) -> None:
@@ -493,17 +402,8 @@ class SequenceBatcher:
 
     def _add_controls(self, payload: Payload, corr: int | str, flags: int, ready: bool) -> None:
         shape = [1, 1] if self._batching else [1]
-        for name, kind, datatype, values in self._controls:
-            if kind == "CONTROL_SEQUENCE_CORRID":
-                data = _corrid_bytes(corr, datatype)
-            else:
-                on = {
-                    "CONTROL_SEQUENCE_START": bool(flags & _START),
-                    "CONTROL_SEQUENCE_END": bool(flags & _END),
-                    "CONTROL_SEQUENCE_READY": ready,
-                }.get(kind, False)
-                data = _scalar_bytes(values[1] if on else values[0], datatype)
-            self._host.add_input(payload, name, datatype, shape, data)
+        for control in self._controls:
+            self._host.add_input(payload, control[0], control[2], shape, control_bytes(control, corr, flags, ready))
 
     def _on_free(self, executor: Executor) -> None:
         for seq in self._busy.pop(executor, []):
@@ -543,18 +443,3 @@ class SequenceBatcher:
                 self._release(seq)
         self._arm_reaper()
 
-
-def _scalar_bytes(value: Any, datatype: str) -> bytes:
-    dtype = {"INT32": np.int32, "FP32": np.float32, "BOOL": np.bool_}[datatype]
-    return np.array([value], dtype=dtype).tobytes()
-
-
-def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
-    """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
-    if datatype == "BYTES":
-        return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
-    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(
-        datatype, np.uint64
-    )
-    value = corr if isinstance(corr, int) else 0
-    return np.array([value], dtype=dt).tobytes()
