@@ -548,8 +548,10 @@ class SequenceBatcher:
     def _on_release(self, payload: Payload, rescheduled: bool) -> None:
         """``iterative_sequence``: the backend released ``payload`` (see :class:`Batch`)."""
         seq = self._running.pop(id(payload), None)
-        if seq is None:
-            return  # a null request, or its instance is gone (the batch fails it)
+        if seq is None:  # a null request, or its instance is gone
+            if rescheduled:
+                payload.fail(TritonError(Code.UNAVAILABLE, f"model '{self._name}': the rescheduled request has no sequence"))
+            return
         seq.running = None
         if rescheduled:  # the same request again, first in its sequence, flags cleared (as Triton)
             self._host.drop_inputs(payload, len(self._controls) + len(self._states))

@@ -107,7 +107,52 @@ RAISING_MODEL = """
 """
 
 
+# max_batch_size 2: OUT is what is left, N the size of the batch the run was in; each execute
+# takes 0.2 s, so requests in flight meet in batches
+BATCHING_CONFIG = """
+    backend: "python"
+    max_batch_size: 2
+    model_transaction_policy { decoupled: true }
+    sequence_batching { iterative_sequence: true }
+    input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+    output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+BATCHING_MODEL = """
+    import time
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.left = {}
+
+        def execute(self, requests):
+            time.sleep(0.2)
+            for request in requests:
+                corr = request.correlation_id()
+                if corr == 0:  # a null request in an idle slot: its response is dropped
+                    request.get_response_sender().send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    continue
+                if request.flags() & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                    self.left[corr] = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0, 0])
+                self.left[corr] -= 1
+                left = self.left[corr]
+                response = pb_utils.InferenceResponse([
+                    pb_utils.Tensor("OUT", np.array([[left]], np.int32)),
+                    pb_utils.Tensor("N", np.array([[len(requests)]], np.int32)),
+                ])
+                if left > 0:
+                    request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+                    request.get_response_sender().send(response)
+                else:
+                    request.get_response_sender().send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            return None
+"""
+
+
 def build(repo: Path) -> None:
+    add_model(repo, "iter_batching", BATCHING_CONFIG, files={"1/model.py": BATCHING_MODEL})
     for name, policy, scheduling, decoupled in (
         ("iter_decoupled", DECOUPLED, ITERATIVE, True),
         ("iter_plain", "", ITERATIVE, False),
@@ -234,3 +279,29 @@ def test_an_execute_error_ends_the_stream(server: ServerProcess) -> None:
     assert isinstance(error, InferenceServerException)
     assert "no way" in error.message()
     assert _grpc_stream(server, "iter_raises", 1, 1)[0].message() == error.message()  # the next one too
+
+
+def test_requests_in_flight_are_batched_and_complete_independently(server: ServerProcess) -> None:
+    seen: dict[int, queue.Queue[Any]] = {2: queue.Queue(), 4: queue.Queue()}
+    clients = []
+    try:
+        for value, answers in seen.items():
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            clients.append(client)
+            client.start_stream(callback=lambda result, error, q=answers: q.put(error if error is not None else result))
+            inp = grpcclient.InferInput("IN", [1, 1], "INT32")
+            inp.set_data_from_numpy(np.array([[value]], np.int32))
+            client.async_stream_infer("iter_batching", [inp])
+        rows = {}
+        for value, answers in seen.items():
+            results = [answers.get(timeout=60) for _ in range(value)]
+            assert not any(isinstance(r, Exception) for r in results), results
+            rows[value] = [(int(r.as_numpy("OUT")[0, 0]), int(r.as_numpy("N")[0, 0])) for r in results]
+    finally:
+        for client in clients:
+            client.stop_stream()
+            client.close()
+    assert [out for out, _ in rows[2]] == [1, 0]
+    assert [out for out, _ in rows[4]] == [3, 2, 1, 0]
+    # the shorter sequence's runs shared batches with the longer one's
+    assert 2 in [n for _, n in rows[2]]
