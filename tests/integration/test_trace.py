@@ -107,6 +107,7 @@ def test_http_trace_file_timestamps_in_order(traced: tuple[ServerProcess, Path])
     before = set(trace_file.parent.glob(trace_file.name + ".*"))
     _infer_http(server, request_id="req-7")
     (path,) = _wait_files(trace_file, before, 1)
+    assert not trace_file.exists()  # log_frequency > 0: only the numbered files, as Triton 2.51
     (trace,) = _traces(path).values()
     assert trace["info"]["model_name"] == "ident"
     assert trace["info"]["model_version"] == 1
@@ -336,10 +337,26 @@ def test_log_frequency_zero_writes_the_trace_file_at_shutdown(tmp_path: Path) ->
     args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
             "--allow-grpc=false", "--allow-metrics=false"]
     with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
-        assert trace_file.read_text() == ""  # there from the start, as in Triton
+        assert not trace_file.exists()  # as Triton 2.51: written at shutdown, not made at start
         _infer_http(proc, request_id="a")
         _infer_http(proc, "other", request_id="b")
     traces = _traces(trace_file)
     assert sorted(t["info"]["request_id"] for t in traces.values()) == ["a", "b"]
     assert sorted(traces) == [1, 2]
     assert not list(tmp_path.glob("trace.json.*"))
+
+
+def test_log_frequency_writes_only_numbered_files(tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.json"
+    # Triton's own spelling of the setting (its docs: ``triton,log-frequency=<n>``)
+    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
+            "--trace-config=triton,log-frequency=2", "--allow-grpc=false", "--allow-metrics=false"]
+    with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
+        assert _get(proc, "/v2/trace/setting")[1]["log_frequency"] == "2"
+        for request_id in ("a", "b", "c"):
+            _infer_http(proc, request_id=request_id)
+        _wait_files(trace_file, set(), 1)
+    # as Triton 2.51: every 2 traces a new numbered file, the rest at shutdown; never <file> itself
+    assert sorted(p.name for p in tmp_path.glob("trace.json*")) == ["trace.json.0", "trace.json.1"]
+    assert sorted(t["info"]["request_id"] for t in _traces(tmp_path / "trace.json.0").values()) == ["a", "b"]
+    assert [t["info"]["request_id"] for t in _traces(tmp_path / "trace.json.1").values()] == ["c"]
