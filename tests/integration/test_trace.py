@@ -151,8 +151,13 @@ def test_grpc_trace_and_settings(traced: tuple[ServerProcess, Path]) -> None:
         with pytest.raises(InferenceServerException, match="trace file location can not be updated") as info:
             client.update_trace_settings(settings={"trace_file": "/tmp/x"})
         assert info.value.status() == "StatusCode.UNIMPLEMENTED"
-        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch"):
+        # as Triton 2.51 (probed): INVALID_ARGUMENT, for reading and for updating
+        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch") as info:
             client.get_trace_settings("nosuch")
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch") as info:
+            client.update_trace_settings("nosuch", {"trace_rate": "5"})
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
     finally:
         client.close()
         _reset(server)
@@ -198,6 +203,7 @@ def test_model_override_and_clear(traced: tuple[ServerProcess, Path]) -> None:
         assert answer["trace_rate"] == "1" and answer["trace_level"] == ["TIMESTAMPS", "TENSORS"]
         status, answer = _post(server, "/v2/models/ident/trace/setting", {"trace_level": None})
         assert answer == _get(server, "/v2/trace/setting")[1]
+        # as Triton 2.51 (probed): 400 with its words, for reading and for updating
         assert _post(server, "/v2/models/nosuch/trace/setting", {"trace_rate": "2"}) == (
             400, {"error": "Request for unknown model : nosuch"})
         assert _get(server, "/v2/models/nosuch/trace/setting") == (400, {"error": "Request for unknown model : nosuch"})
