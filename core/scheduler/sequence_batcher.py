@@ -22,14 +22,11 @@ requests with ``sequence_start`` / ``sequence_end``.
   with ``preserve_ordering`` each instance delivers responses in the order its
   requests became ready to run there (a sequence's next request once its
   previous one finished), as Triton's per-instance dynamic batcher orders them.
-* ``iterative_sequence: true`` (Triton's generative sequencer): a request
-  without a sequence id gets one (a counter from 1) and the START flag; a
-  request the backend releases with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
-  runs again, the same prepared request (its inputs still in the arena), first
-  in its sequence's queue, on the same instance, its flags cleared (0); a
-  request released without it ends its sequence. A sequence's request counts as
-  running until its final response or its rescheduling (a decoupled model may
-  answer after execute returned).
+* ``iterative_sequence: true`` (Triton's generative sequencer): a request without
+  a sequence id gets one (a counter from 1) and START; one the backend releases
+  with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` runs again (inputs still in the
+  arena) first in its sequence, same instance, flags 0; one released without it
+  ends its sequence. It runs until its final response or its rescheduling.
 * Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
   their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
   values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
@@ -550,7 +547,8 @@ class SequenceBatcher:
         seq = self._running.pop(id(payload), None)
         if seq is None:  # a null request, or its instance is gone
             if rescheduled:
-                payload.fail(TritonError(Code.UNAVAILABLE, f"model '{self._name}': the rescheduled request has no sequence"))
+                error = f"model '{self._name}': the rescheduled request's sequence is gone"
+                payload.fail(TritonError(Code.UNAVAILABLE, error))
             return
         seq.running = None
         if rescheduled:  # the same request again, first in its sequence, flags cleared (as Triton)
