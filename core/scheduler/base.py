@@ -75,10 +75,13 @@ class Payload:
     :ivar final: True once its final response was delivered.
     :ivar done: True once its final response came from the worker (it may be
         held back for ``preserve_ordering``).
+    :ivar rescheduled: True from the backend's rescheduling of the run that just
+        executed until its handler's ``on_executed`` accounted that run.
     """
 
     __slots__ = (
-        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done"
+        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done",
+        "rescheduled",
     )
 
     def __init__(self, wire: dict[str, Any], batch_size: int, handler: ResponseHandler, context: Any) -> None:
@@ -91,6 +94,7 @@ class Payload:
         self.timings: Sequence[int] | None = None
         self.final = False
         self.done = False
+        self.rescheduled = False
 
     def fail(self, error: TritonError) -> None:
         """Deliver a final error response (no-op once final)."""
@@ -107,13 +111,13 @@ def no_instance_error(label: str) -> TritonError:
 def reschedule_error() -> TritonError:
     """The error of a request a backend rescheduled in a model that does not reschedule requests.
 
-    Triton 2.51's words begin the message (its test looks for them); Triton itself never answers a
-    non-decoupled model's request then (the client waits forever).
+    Triton 2.51's words (it logs them); Triton then never answers the request of a model with the
+    default scheduler or a sequence batcher, decoupled or not (the client waits forever).
     """
     return TritonError(
         Code.INTERNAL,
-        "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, but only a model with "
-        "sequence_batching { iterative_sequence: true } reschedules requests",
+        "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured "
+        "to handle such a flag.",
     )
 
 
@@ -156,7 +160,8 @@ class Batch:
     """
 
     __slots__ = (
-        "payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_on_release", "_finalizers", "_released"
+        "payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_on_release", "_finalizers", "_released",
+        "_executed",
     )
 
     def __init__(
@@ -176,6 +181,7 @@ class Batch:
         self._finalizers: list[Callable[[], None]] = []
         #: indexes of the payloads this batch rescheduled (done here, though the payload runs on)
         self._released: set[int] = set()
+        self._executed = False  # the backend's execute returned
 
     def add_finalizer(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the execute returns or fails, before the instance is free again."""
@@ -201,8 +207,11 @@ class Batch:
             self._released.add(index)
             if self._on_release is None:
                 payload.fail(reschedule_error())
-            else:
-                self._on_release(payload, True)
+                return
+            payload.rescheduled = True
+            if self._executed:  # released after execute returned: account the run now
+                payload.handler.on_executed(payload)
+            self._on_release(payload, True)
             return
         if final:
             payload.done = True
@@ -228,6 +237,7 @@ class Batch:
             for payload in self.payloads:
                 payload.timings = timings
                 payload.handler.on_executed(payload)
+        self._executed = True
         finalizers, self._finalizers = self._finalizers, []
         for callback in finalizers:
             callback()
