@@ -164,9 +164,12 @@ def build(repo: Path) -> None:
         ("sequence_plain", "", "sequence_batching { }", False),
         ("iter_both", "", ITERATIVE, False),
         ("iter_raises", DECOUPLED, ITERATIVE, True),
+        ("iter_async", DECOUPLED, ITERATIVE, True),  # async def execute: released after execute returned
     ):
         model = BOTH_MODEL if name == "iter_both" else MODEL.format(decoupled=decoupled)
         model = RAISING_MODEL if name == "iter_raises" else model
+        if name == "iter_async":
+            model = model.replace("        def execute(", "        async def execute(")
         add_model(repo, name, CONFIG.format(policy=policy, scheduling=scheduling), files={"1/model.py": model})
 
 
@@ -212,6 +215,14 @@ def test_decoupled_grpc_stream_gets_every_run(server: ServerProcess) -> None:
     again = _grpc_stream(server, "iter_decoupled", 1, 1)
     assert _row(again[0]) == (0, 1, 1, True)
     assert int(again[0].as_numpy("CORR")[0]) == int(results[0].as_numpy("CORR")[0]) + 1
+
+
+def test_async_decoupled_model_released_after_execute_returned(server: ServerProcess) -> None:
+    results = _grpc_stream(server, "iter_async", 3, 3)
+    assert not any(isinstance(r, Exception) for r in results), results
+    assert [_row(r) for r in results] == [(2, 1, 1, False), (1, 0, 2, False), (0, 0, 3, True)]
+    stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics("iter_async")["model_stats"][0]
+    assert (int(stats["inference_count"]), int(stats["execution_count"])) == (3, 3)
 
 
 def test_decoupled_grpc_stream_with_a_sequence_id(server: ServerProcess) -> None:
