@@ -302,9 +302,16 @@ class Model(BatcherServices):
             response.release()
 
     def on_executed(self, payload: Payload) -> None:
-        """The execution of ``payload``'s batch returned: account it if its response came."""
+        """The execution of ``payload``'s batch returned: account it if its response came, or
+        the run if the backend rescheduled it (Triton 2.51 counts every run of an iterative
+        sequence's request as an inference)."""
         pending: PendingRequest = payload.context
-        if payload.final and not pending.recorded:
+        if payload.rescheduled:
+            payload.rescheduled = False
+            now = time.perf_counter_ns()
+            self._record_success(payload, now - payload.arrival_ns)
+            payload.arrival_ns = now  # queued anew for its next run, as Triton re-enqueues it
+        elif payload.final and not pending.recorded:
             self._record(payload)
 
     def _record(self, payload: Payload) -> None:
@@ -319,6 +326,9 @@ class Model(BatcherServices):
         if pending.error is not None:
             self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
             return
+        self._record_success(payload, request_ns)
+
+    def _record_success(self, payload: Payload, request_ns: int) -> None:
         timings = payload.timings or (0, 0, 0)
         queue_ns = payload.dispatch_ns - payload.arrival_ns if payload.dispatch_ns else 0
         self.stats.record_success(payload.batch_size, request_ns, queue_ns, timings[0], timings[1], timings[2])

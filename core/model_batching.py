@@ -82,6 +82,18 @@ class BatcherServices:
         pending.blocks.append(block)
         payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
 
+    def drop_inputs(self, payload: Payload, count: int) -> None:
+        """Remove the last ``count`` inputs :meth:`add_input` gave ``payload`` (and free their blocks),
+        before a rescheduled request gets its control inputs and state again."""
+        if count <= 0:
+            return
+        pending = payload.context
+        del payload.wire["inputs"][-count:]
+        blocks = pending.blocks[-count:]
+        del pending.blocks[-count:]
+        for block in blocks:
+            self.pool.free(block)
+
     def null_payload(self, template: Payload) -> Payload:
         """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
 

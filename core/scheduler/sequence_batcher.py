@@ -22,7 +22,11 @@ requests with ``sequence_start`` / ``sequence_end``.
   with ``preserve_ordering`` each instance delivers responses in the order its
   requests became ready to run there (a sequence's next request once its
   previous one finished), as Triton's per-instance dynamic batcher orders them.
-* ``iterative_sequence`` is refused at load (it needs request rescheduling).
+* ``iterative_sequence: true`` (Triton's generative sequencer): a request without
+  a sequence id gets one (a counter from 1) and START; one the backend releases
+  with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` runs again (inputs still in the
+  arena) first in its sequence, same instance, flags 0; one released without it
+  ends its sequence. It runs until its final response or its rescheduling.
 * Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
   their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
   values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
@@ -74,9 +78,11 @@ class SequenceHost(Protocol):
 
     def null_payload(self, template: Payload) -> Payload: ...
 
+    def drop_inputs(self, payload: Payload, count: int) -> None: ...
+
 
 class _Sequence:
-    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "state")
+    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "running", "state")
 
     def __init__(self, corr: int | str) -> None:
         self.corr = corr
@@ -85,6 +91,8 @@ class _Sequence:
         self.last_ns = time.perf_counter_ns()
         self.ended = False  # its END request arrived
         self.inflight = False  # one of its requests is executing
+        #: iterative sequences: its request that runs until released (final response or rescheduled)
+        self.running: Payload | None = None
         self.state: dict[
             str, tuple[str, list[int], bytes]
         ] = {}  # state input name -> (datatype, shape, bytes)
@@ -140,12 +148,10 @@ class SequenceBatcher:
         self.preserve_ordering = self.strategy == "oldest" and bool(oldest.get("preserve_ordering", False))
         self._orders: dict[Executor, OrderedDelivery] = {}
         self._admitted: set[int] = set()  # ids of the payloads in an instance's order, not yet dispatched
-        if seq.get("iterative_sequence"):
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"model '{self._name}': sequence_batching iterative_sequence is not supported by tritium yet "
-                "(it needs request rescheduling, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
-            )
+        #: ``iterative_sequence``: requests may be rescheduled; ids are given to requests without one
+        self.iterative = bool(seq.get("iterative_sequence", False))
+        self._next_corr = 1
+        self._running: dict[int, _Sequence] = {}  # id of a running request (iterative) -> its sequence
         self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
         self._controls = parse_controls(self._name, seq.get("control_input", []))
         self._states = [parse_state(self._name, st, self._batching, self._host.path) for st in seq.get("state", [])]
@@ -165,6 +171,11 @@ class SequenceBatcher:
             return
         corr = payload.wire.get("corr", 0)
         flags = int(payload.wire.get("flags", 0))
+        if self.iterative and (corr == 0 or corr == "" or isinstance(corr, bool)):
+            # Triton's GenerativeSequencer: a sequence of its own, starting with this request
+            corr, flags = self._next_corr, _START
+            self._next_corr += 1
+            payload.wire["corr"], payload.wire["flags"] = corr, flags
         if corr == 0 or corr == "" or isinstance(corr, bool):
             payload.fail(
                 TritonError(
@@ -221,6 +232,9 @@ class SequenceBatcher:
             if seq is None:
                 continue
             self._sequences.pop(seq.corr, None)
+            if seq.running is not None:
+                self._running.pop(id(seq.running), None)
+                seq.running = None
             while seq.queue:
                 payload = seq.queue.popleft()
                 self._admitted.discard(id(payload))
@@ -326,6 +340,9 @@ class SequenceBatcher:
                     self._orders[executor].flush()
                 continue
             prepared[id(seq)] = payload
+            if self.iterative:
+                seq.running = payload
+                self._running[id(payload)] = seq
         if not prepared:
             return
         payloads = list(prepared.values())
@@ -335,6 +352,9 @@ class SequenceBatcher:
             except TritonError as exc:  # no room for the null requests
                 for seq in chosen:
                     seq.inflight = False
+                    if seq.running is not None:
+                        self._running.pop(id(seq.running), None)
+                        seq.running = None
                 for payload in prepared.values():
                     payload.fail(exc)
                 return
@@ -346,7 +366,8 @@ class SequenceBatcher:
             for payload in payloads:
                 order.wrap(payload)
         self._busy[executor] = chosen
-        executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
+        on_release = self._on_release if self.iterative else None
+        executor.execute(Batch(payloads, executor, self._on_free, self._on_executed, on_release))
 
     def _slot_aligned(self, slots: list[_Sequence | None], prepared: dict[int, Payload]) -> list[Payload]:
         """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
@@ -407,12 +428,39 @@ class SequenceBatcher:
 
     def _on_free(self, executor: Executor) -> None:
         for seq in self._busy.pop(executor, []):
-            seq.inflight = False
-            seq.last_ns = time.perf_counter_ns()
-            if seq.ended and not seq.queue:
-                self._release(seq)
-            else:
-                self._eligible(seq)
+            if seq.running is not None:
+                continue  # iterative: its request is not released yet (a decoupled model answers later)
+            self._settle(seq)
+        self._schedule(executor)
+
+    def _settle(self, seq: _Sequence) -> None:
+        """The sequence's request is done: it ends, or its next request may run."""
+        seq.inflight = False
+        seq.last_ns = time.perf_counter_ns()
+        if seq.ended and not seq.queue:
+            self._release(seq)
+        else:
+            self._eligible(seq)
+
+    def _on_release(self, payload: Payload, rescheduled: bool) -> None:
+        """``iterative_sequence``: the backend released ``payload`` (see :class:`Batch`)."""
+        seq = self._running.pop(id(payload), None)
+        if seq is None:  # a null request, or its instance is gone
+            if rescheduled:
+                error = f"model '{self._name}': the rescheduled request's sequence is gone"
+                payload.fail(TritonError(Code.UNAVAILABLE, error))
+            return
+        seq.running = None
+        if rescheduled:  # the same request again, first in its sequence, flags cleared (as Triton)
+            self._host.drop_inputs(payload, len(self._controls) + len(self._states))
+            payload.wire["flags"] = 0
+            seq.queue.appendleft(payload)
+        else:  # Triton's GenerativeSequencer: a request released for good ends its sequence
+            seq.ended = True
+        executor = seq.executor
+        if executor is None or seq in self._busy.get(executor, ()):
+            return  # its batch is still executing: _on_free settles it
+        self._settle(seq)
         self._schedule(executor)
 
     def _arm_timer(self, delay_s: float) -> None:
