@@ -32,7 +32,7 @@ from ..types import DataType, by_config_name, by_name, element_count, from_numpy
 from .protocol import Kind, ResponseFlag
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .main import Worker
+    from .host import WorkerHost
 
 __all__ = ["OutputWriter"]
 
@@ -74,7 +74,7 @@ class OutputWriter:
     the worker's arena lock.
     """
 
-    def __init__(self, worker: "Worker", config: Mapping[str, Any]) -> None:
+    def __init__(self, worker: "WorkerHost", config: Mapping[str, Any]) -> None:
         self.worker = worker
         self.model_name = str(config.get("name", ""))
         self.output_types: dict[str, DataType] = {}
