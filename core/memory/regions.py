@@ -16,7 +16,7 @@ import logging
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from ..errors import Code, TritonError
 
@@ -24,6 +24,7 @@ log = logging.getLogger("tritium.shared_memory")
 
 __all__ = [
     "REGION_OWNER",
+    "RegionKind",
     "RegisteredRegion",
     "ShmRef",
     "SystemRegion",
@@ -32,6 +33,9 @@ __all__ = [
     "output_region_too_small",
     "shm_path",
 ]
+
+#: the two kinds of client-registered region: Triton's system and CUDA shared-memory extensions
+RegionKind = Literal["system", "cuda"]
 
 #: owner id (high bits of a segment id, see :mod:`.arena`) of registered regions
 REGION_OWNER = 0xFFFFFF
