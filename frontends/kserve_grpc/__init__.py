@@ -30,8 +30,8 @@ import importlib.util
 import logging
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.errors import Code, TritonError
-from ...core.hookspecs import hookimpl
+from ...core import Code, TritonError
+from ...core import hookimpl
 from .servicer import HealthServicer, InferenceServicer
 
 if TYPE_CHECKING:  # pragma: no cover

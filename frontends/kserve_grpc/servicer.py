@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
 import grpc
 from google.protobuf import json_format
 
-from ...core.errors import Code, TritonError, clip
-from ...core.request import InferenceRequest
-from ...core.response import InferenceResponse
-from ...core.tracing.requests import begin_trace, traced_done
+from ...core import Code, TritonError, clip
+from ...core import InferenceRequest
+from ...core import InferenceResponse
+from ...core import begin_trace, traced_done
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import TritonError, clip
+from ...core import TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ..base import DETAILS_CHARS, grpc_status
 

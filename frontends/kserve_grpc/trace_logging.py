@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...core.errors import TritonError
+from ...core import TritonError
 from ...proto import grpc_service_pb2 as pb
 from ..base import grpc_status
 

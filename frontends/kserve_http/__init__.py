@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.hookspecs import hookimpl
+from ...core import hookimpl
 from .app import HTTPFrontend, create_router, frontend_from_options
 
 if TYPE_CHECKING:  # pragma: no cover

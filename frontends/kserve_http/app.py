@@ -16,8 +16,8 @@ import mmap
 import signal
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ...core.errors import Code, TritonError
-from ...core.server import InferenceServer
+from ...core import Code, TritonError
+from ...core import InferenceServer
 from .body import body_too_large
 from .connection import HttpConnection
 from .messages import HttpRequest, HttpResponse

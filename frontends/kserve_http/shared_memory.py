@@ -16,7 +16,7 @@ import base64
 import binascii
 from typing import Any, Mapping
 
-from ...core.errors import Code, TritonError
+from ...core import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from aiohttp import web
 
-from ...core.hookspecs import hookimpl
+from ...core import hookimpl
 from .collector import TritiumCollector, render
 from .system import SystemSampler
 

@@ -154,3 +154,34 @@ def test_no_import_circles() -> None:
     found = [c for c in cycles(graph) if c not in _BEING_REMOVED]
     detail = [{m: sorted(graph[m] & set(c)) for m in c} for c in found]
     assert not found, f"import circles: {detail}"
+
+
+def _core_exports() -> set[str]:
+    """The names ``core/__init__.py`` lists in ``__all__`` (read from the source)."""
+    tree = ast.parse((ROOT / "core" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return {ast.literal_eval(item) for item in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError("core/__init__.py has no __all__")
+
+
+def test_frontends_import_only_the_core_exports() -> None:
+    """A frontend module imports from the core only ``tritium.core`` itself, and only names it exports."""
+    exports = _core_exports()
+    wrong: list[str] = []
+    for module, path in MODULES.items():
+        if not module.startswith("tritium.frontends.") and module != "tritium.frontends" or path == Path():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in _targets(module, path, node):
+                if target.startswith("tritium.core.") or target == "tritium.core" and isinstance(node, ast.Import):
+                    wrong.append(f"{module}:{node.lineno} imports {target}")
+                elif target == "tritium.core":
+                    wrong += [
+                        f"{module}:{node.lineno} imports {alias.name} (not in tritium.core.__all__)"
+                        for alias in node.names
+                        if alias.name not in exports
+                    ]
+    assert not wrong, "\n".join(wrong)
