@@ -27,7 +27,7 @@ import os
 from typing import Any, Mapping
 
 from tritium.core import Code, InferenceServer, TritonError
-from tritium.core import hookimpl
+from tritium.core.hookspecs import hookimpl
 
 from .app import OpenAIFrontend
 from .serving import Serving
