@@ -68,7 +68,7 @@ def test_each_declared_frame_round_trips() -> None:
 
 
 def test_execute_request_keys() -> None:
-    """The EXECUTE request's declared keys: what Model._prepare writes and build_requests reads."""
+    """The EXECUTE request's declared keys: what InputStaging.stage writes and build_requests reads."""
     assert ExecuteRequest.__required_keys__ == {
         "id", "corr", "flags", "timeout", "priority", "inputs", "outputs", "params"
     }

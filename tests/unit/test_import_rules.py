@@ -143,15 +143,10 @@ def test_the_graph_sees_the_package() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-#: circles being taken apart on another branch of the same refactoring (issue 16, the model
-#: lifecycle): remove an entry when its branch lands
-_BEING_REMOVED = [["tritium.core.model_repository.lookups", "tritium.core.model_repository.manager"]]
-
-
 def test_no_import_circles() -> None:
     """No module imports (directly or through others) a module that imports it."""
     graph = import_graph()
-    found = [c for c in cycles(graph) if c not in _BEING_REMOVED]
+    found = cycles(graph)
     detail = [{m: sorted(graph[m] & set(c)) for m in c} for c in found]
     assert not found, f"import circles: {detail}"
 
