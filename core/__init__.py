@@ -30,6 +30,24 @@ __all__ = [
     "InferenceResponse",
     "OutputTensor",
     "InferenceServer",
+    # what the frontends use besides the server (tests/unit/test_import_rules.py: they import
+    # nothing else of the core)
+    "clip",
+    "hookimpl",
+    "CudaRef",
+    "ShmRef",
+    "RegionKind",
+    "TlsFiles",
+    "serialize_bytes",
+    "deserialize_bytes",
+    "begin_trace",
+    "traced_done",
+    "by_name",
+    "by_config_name",
+    "MetricsSnapshot",
+    "ModelMetrics",
+    "MemoryMetrics",
+    "LatencySummary",
 ]
 
 _WHERE = {
@@ -42,6 +60,22 @@ _WHERE = {
     "InferenceResponse": ".response",
     "OutputTensor": ".response",
     "InferenceServer": ".server",
+    "clip": ".errors",
+    "hookimpl": ".hookspecs",
+    "CudaRef": ".memory.cuda",
+    "ShmRef": ".memory.regions",
+    "RegionKind": ".memory.regions",
+    "TlsFiles": ".network",
+    "serialize_bytes": ".tensor",
+    "deserialize_bytes": ".tensor",
+    "begin_trace": ".tracing.requests",
+    "traced_done": ".tracing.requests",
+    "by_name": ".types",
+    "by_config_name": ".types",
+    "MetricsSnapshot": ".stats",
+    "ModelMetrics": ".stats",
+    "MemoryMetrics": ".stats",
+    "LatencySummary": ".stats",
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
 
 from .errors import Code, TritonError
 from .memory.arena import Block
@@ -28,8 +28,31 @@ from .response import InferenceResponse
 from .worker.protocol import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server import InferenceServer
+    from .memory.pool import TensorPool
+    from .model import Model
     from .worker.process import WorkerProcess
+
+
+class BlsServer(Protocol):
+    """The calls a :class:`BlsRouter` makes on its :class:`~tritium.core.server.InferenceServer`.
+
+    Declared here, below the server, so that this module does not import the
+    server (which creates the router).
+    """
+
+    pool: TensorPool
+
+    def model(self, name: str, version: str = "") -> Model: ...
+
+    def model_ready(self, name: str, version: str = "") -> bool: ...
+
+    def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]: ...
+
+    async def load_model(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None: ...
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None: ...
 
 log = logging.getLogger("tritium.bls")
 
@@ -60,7 +83,7 @@ def _files(value: Any) -> dict[str, bytes] | None:
 class BlsRouter:
     """Runs BLS requests for every worker of a server (implements :class:`~.worker.process.BlsHandler`)."""
 
-    def __init__(self, server: "InferenceServer") -> None:
+    def __init__(self, server: BlsServer) -> None:
         self.server = server
         self._tasks: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._held: dict[tuple[int, int, int], tuple[InferenceResponse, list[Block]]] = {}

@@ -15,13 +15,23 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server import InferenceServer
+    from .options import ServerOptions
 
 PROJECT = "tritium"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-__all__ = ["hookspec", "hookimpl", "Frontend", "FrontendSpec"]
+__all__ = ["hookspec", "hookimpl", "Frontend", "FrontendSpec", "ServerHandle"]
+
+
+class ServerHandle(Protocol):
+    """What a frontend plugin's hook is handed: the :class:`~tritium.core.server.InferenceServer`.
+
+    Declared here, below the server, so that this module does not import the
+    server (which imports it); the frontends themselves use the server's full API.
+    """
+
+    options: ServerOptions
 
 
 class Frontend(Protocol):
@@ -47,7 +57,7 @@ class FrontendSpec:
 
     @hookspec
     def tritium_frontend(
-        self, name: str, server: "InferenceServer", settings: Mapping[str, Any]
+        self, name: str, server: ServerHandle, settings: Mapping[str, Any]
     ) -> Frontend | None:
         """Create the frontend called ``name`` if this plugin provides it, else return None.
 

@@ -27,12 +27,13 @@ from .hookspecs import Frontend
 from .logging import log_manager
 from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
+from .memory.regions import RegionKind
 from .memory.shm_region import SharedMemoryManager
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
-from .stats import configure_summaries, parse_metrics_config
+from .stats import MemoryMetrics, MetricsSnapshot, configure_summaries, model_metrics, parse_metrics_config
 from .response import InferenceResponse
 from .servable import Done, Servable
 from .startup import check_ports, endpoint_lines, model_table, options_table
@@ -331,3 +332,58 @@ class InferenceServer:
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
+
+    # -- the metrics endpoint's view (plain data, built in core/stats.py) ----------------------
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """The figures of Triton's metrics endpoint, read now: every READY model version (by
+        name, then version) and the core's shared memory. Event loop thread."""
+        models = tuple(
+            model_metrics(
+                model.name,
+                model.version,
+                model.stats,
+                pending=model.scheduler.inflight_count(),
+                restarts=sum(instance.restarts for instance in model.instances),
+                cache_enabled=bool(getattr(model, "cache_enabled", False)),
+            )
+            for model in self.repository.loaded_models()
+        )
+        memory = MemoryMetrics(
+            arena_reserved_bytes=self.pool.reserved_bytes,
+            arena_used_bytes=self.pool.used_bytes,
+            system_region_bytes=self.shared_memory.registered_bytes,
+            system_region_count=self.shared_memory.region_count,
+            cuda_region_bytes=self.cuda_shared_memory.registered_bytes,
+            cuda_region_count=len(self.cuda_shared_memory.status()),
+        )
+        return MetricsSnapshot(models, memory)
+
+    # -- Triton's shared-memory extensions, by region kind ("system" or "cuda") ----------------
+    def _regions(self, kind: RegionKind) -> SharedMemoryManager | CudaSharedMemoryManager:
+        return self.cuda_shared_memory if kind == "cuda" else self.shared_memory
+
+    def shared_memory_status(self, kind: RegionKind, name: str = "") -> list[dict[str, Any]]:
+        """The registered regions of ``kind`` (all, or the one called ``name``), as Triton's
+        status calls list them.
+
+        :raises TritonError: NOT_FOUND for an unknown ``name``.
+        """
+        return self._regions(kind).status(name)
+
+    def register_system_shared_memory(self, name: str, key: str, offset: int, byte_size: int) -> None:
+        """Register ``byte_size`` bytes at ``offset`` of POSIX shared-memory object ``key`` as ``name``.
+
+        :raises TritonError: Triton's codes and messages (see :meth:`SharedMemoryManager.register`).
+        """
+        self.shared_memory.register(name, key, offset, byte_size)
+
+    def register_cuda_shared_memory(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        """Register ``byte_size`` bytes of the CUDA IPC allocation ``raw_handle`` on GPU ``device_id``.
+
+        :raises TritonError: Triton's codes and messages (see :meth:`CudaSharedMemoryManager.register`).
+        """
+        self.cuda_shared_memory.register(name, raw_handle, device_id, byte_size)
+
+    def unregister_shared_memory(self, kind: RegionKind, name: str = "") -> None:
+        """Unregister the region of ``kind`` called ``name`` (every region of ``kind`` when empty)."""
+        self._regions(kind).unregister(name)

@@ -15,7 +15,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Duration", "ModelStats", "LatencySummaries", "configure_summaries", "DEFAULT_QUANTILES"]
+__all__ = [
+    "Duration",
+    "ModelStats",
+    "LatencySummaries",
+    "configure_summaries",
+    "DEFAULT_QUANTILES",
+    "LatencySummary",
+    "ModelMetrics",
+    "MemoryMetrics",
+    "MetricsSnapshot",
+    "model_metrics",
+]
 
 #: Triton's default ``summary_quantiles`` (quantile: allowed error)
 DEFAULT_QUANTILES = ((0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.0001))
@@ -240,3 +251,92 @@ def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
         "summary_quantiles": quantiles,
         "counter_latencies": boolean("counter_latencies", True),
     }
+
+
+# -- the metrics snapshot (what the metrics endpoint reads, see InferenceServer.metrics_snapshot) --
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """One latency kind of a model's :class:`LatencySummaries` at scrape time.
+
+    ``count`` observations since the model loaded, their ``sum_us``
+    (microseconds), and ``quantiles``: ``(quantile, microseconds)`` over the
+    recent window (NaN when it is empty).
+    """
+
+    count: int
+    sum_us: float
+    quantiles: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetrics:
+    """One loaded model version's figures for Triton's ``nv_inference_*`` families.
+
+    ``durations`` maps Triton's ``inference_stats`` keys (``success``,
+    ``queue``, ``compute_input``, ``cache_hit``, ...) to copies of their
+    :class:`Duration` (count, nanoseconds); ``failures_by_reason`` counts failed
+    requests by Triton's reason (``REJECTED``, ``CANCELED``, ``BACKEND``,
+    ``OTHER``). ``pending`` is the requests queued or executing now,
+    ``restarts`` the worker restarts of its instances since it loaded,
+    ``cache_enabled`` whether it sits behind the response cache, and
+    ``summaries`` its latency summaries by kind (None without
+    ``--metrics-config summary_latencies=true``).
+    """
+
+    name: str
+    version: int
+    inference_count: int
+    execution_count: int
+    durations: dict[str, Duration]
+    failures_by_reason: dict[str, int]
+    pending: int
+    restarts: int
+    cache_enabled: bool
+    summaries: dict[str, LatencySummary] | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryMetrics:
+    """The core's shared memory: its arena (bytes reserved, bytes held by in-flight requests)
+    and the client-registered regions (bytes and count, system and CUDA)."""
+
+    arena_reserved_bytes: int
+    arena_used_bytes: int
+    system_region_bytes: int
+    system_region_count: int
+    cuda_region_bytes: int
+    cuda_region_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Everything the metrics endpoint reports about the server, read at one scrape."""
+
+    models: tuple[ModelMetrics, ...]
+    memory: MemoryMetrics
+
+
+def model_metrics(
+    name: str, version: int, stats: ModelStats, *, pending: int, restarts: int, cache_enabled: bool
+) -> ModelMetrics:
+    """A :class:`ModelMetrics` of model ``name`` version ``version``: a copy of its ``stats``
+    and its live figures (event loop)."""
+    latency = stats.summaries
+    summaries = None
+    if latency is not None:
+        summaries = {
+            kind: LatencySummary(latency.count[kind], latency.sum_us[kind], tuple(latency.quantiles(kind)))
+            for kind in LatencySummaries.KINDS
+        }
+    return ModelMetrics(
+        name=name,
+        version=version,
+        inference_count=stats.inference_count,
+        execution_count=stats.execution_count,
+        durations={key: Duration(d.count, d.ns) for key, d in stats.durations.items()},
+        failures_by_reason=dict(stats.failures_by_reason),
+        pending=pending,
+        restarts=restarts,
+        cache_enabled=cache_enabled,
+        summaries=summaries,
+    )

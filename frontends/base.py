@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grpc
 
-from ..core.errors import Code
+from ..core import Code
 
 __all__ = ["http_status", "grpc_status", "DETAILS_CHARS"]
 

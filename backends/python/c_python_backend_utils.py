@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from libtriton_python import InstanceContext
+    from python_backend_context import InstanceContext
 
 __all__ = [
     "TRITONSERVER_MEMORY_CPU",

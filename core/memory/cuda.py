@@ -38,7 +38,7 @@ import numpy as np
 
 from ..devices import gpu_ids
 from ..errors import Code, TritonError
-from .shm_region import RegisteredRegion, check_window
+from .regions import RegisteredRegion, check_window
 
 log = logging.getLogger("tritium.shared_memory")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from .arena import DEFAULT_SEGMENT_SIZE, Arena, Block, Segment, SegmentTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .shm_region import SystemRegion
+    from .regions import SystemRegion
 
 __all__ = ["TensorPool", "SegmentPeer", "SharedBlock"]
 

@@ -37,7 +37,7 @@ from ..types import by_name, from_numpy
 from .protocol import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .main import Worker
+    from .host import WorkerHost
 
 __all__ = ["BlsClient", "BlsCall", "BlsResponse", "client"]
 
@@ -138,7 +138,7 @@ class BlsCall:
 class BlsClient:
     """Sends BLS requests from this worker and routes their responses back."""
 
-    def __init__(self, worker: "Worker") -> None:
+    def __init__(self, worker: "WorkerHost") -> None:
         self._worker = worker
         self._ids = itertools.count(1)
         self._calls: dict[int, BlsCall] = {}

@@ -29,10 +29,10 @@ from ..memory.arena import EMPTY_SEGMENT, Block
 from ..memory.shm_region import is_region_id, output_region_too_small
 from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
 from ..types import DataType, by_config_name, by_name, element_count, from_numpy
-from .protocol import Kind, ResponseFlag
+from .protocol import ExecuteRequest, Kind, ResponseFlag
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .main import Worker
+    from .host import WorkerHost
 
 __all__ = ["OutputWriter"]
 
@@ -74,7 +74,7 @@ class OutputWriter:
     the worker's arena lock.
     """
 
-    def __init__(self, worker: "Worker", config: Mapping[str, Any]) -> None:
+    def __init__(self, worker: "WorkerHost", config: Mapping[str, Any]) -> None:
         self.worker = worker
         self.model_name = str(config.get("name", ""))
         self.output_types: dict[str, DataType] = {}
@@ -100,8 +100,9 @@ class OutputWriter:
         return held
 
     # -- inputs -----------------------------------------------------------
-    def build_requests(self, batch_id: int, wire_requests: Sequence[Mapping[str, Any]]) -> list[Request]:
-        """Turn the request dicts of an EXECUTE frame into :class:`Request` objects.
+    def build_requests(self, batch_id: int, wire_requests: Sequence[ExecuteRequest]) -> list[Request]:
+        """Turn the request dicts of an EXECUTE frame (:class:`~.protocol.ExecuteRequest`) into
+        :class:`Request` objects.
 
         :raises TritonError: for a descriptor outside its segment or a BYTES
             tensor whose length prefixes do not fit (INTERNAL/INVALID_ARG).

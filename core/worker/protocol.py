@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple, TypedDict
 
 import msgpack
 
@@ -65,6 +65,10 @@ __all__ = [
     "MAX_FDS_PER_FRAME",
     "encode",
     "FrameDecoder",
+    "Frame",
+    "FRAMES",
+    "WireInput",
+    "ExecuteRequest",
 ]
 
 PROTOCOL_VERSION = 5
@@ -106,6 +110,73 @@ class ResponseFlag(enum.IntFlag):
     NONE = 0
     FINAL = 1
     RESCHEDULE = 2
+
+
+class Frame(NamedTuple):
+    """The declared layout of one message kind: who sends it and what follows the kind.
+
+    ``direction`` is ``"->"`` (core to worker), ``"<-"`` (worker to core) or
+    ``"<>"`` (either way); ``fields`` names the payload items after the kind,
+    in order; ``fds`` is the number of file descriptors attached.
+    """
+
+    direction: str
+    fields: tuple[str, ...]
+    fds: int = 0
+
+
+#: every message kind's layout (the table of the module docstring, as data). A declaration
+#: only: frames stay plain lists on the hot path, nothing checks them against this table.
+FRAMES: dict[Kind, Frame] = {
+    Kind.HELLO: Frame("<-", ("protocol_version", "pid")),
+    Kind.INIT_MODEL: Frame("->", ("call_id", "settings")),
+    Kind.INIT_INSTANCE: Frame("->", ("call_id", "settings")),
+    Kind.SHUTDOWN: Frame("->", ("call_id",)),
+    Kind.REPLY: Frame("<-", ("call_id", "error", "result")),
+    Kind.EXECUTE: Frame("->", ("batch_id", "requests", "releases")),
+    Kind.RESPONSE: Frame("<-", ("batch_id", "index", "flags", "outputs", "error", "parameters")),
+    Kind.EXECUTE_DONE: Frame("<-", ("batch_id", "timings", "responses")),
+    Kind.RELEASE: Frame("->", ("releases",)),
+    Kind.SEGMENT: Frame("<>", ("segment_id", "size"), fds=1),
+    Kind.DROP_SEGMENT: Frame("<>", ("segment_id",)),
+    Kind.PING: Frame("->", ("nonce",)),
+    Kind.PONG: Frame("<-", ("nonce",)),
+    Kind.INFER: Frame("<-", ("call_id", "request")),
+    Kind.INFER_RESPONSE: Frame("->", ("call_id", "index", "final", "outputs", "error", "parameters")),
+    Kind.INFER_RELEASE: Frame("<-", ("call_id", "index")),
+    Kind.REGION: Frame("->", ("region_id", "size", "name", "key"), fds=1),
+}
+
+#: one input of an EXECUTE request: ``[name, KServe datatype, shape, segment id, offset, nbytes]``
+#: (the segment id may name a client's region, see :func:`~tritium.core.memory.regions.is_region_id`)
+WireInput = list[Any]
+
+
+class _ExecuteRequestRequired(TypedDict):
+    id: str
+    corr: int | str
+    flags: int
+    timeout: int
+    priority: int
+    inputs: list[WireInput]
+    outputs: list[str]
+    params: dict[str, Any]
+
+
+class ExecuteRequest(_ExecuteRequestRequired, total=False):
+    """One request of an EXECUTE frame: what ``InputStaging.stage`` (core, input_staging.py) builds and
+    ``OutputWriter.build_requests`` (worker) reads. A plain dict on the wire.
+
+    ``id``: the request id; ``corr``: the sequence's correlation id (0: none);
+    ``flags``: ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`` (1) | ``_END`` (2);
+    ``timeout``: the request's timeout in microseconds (0: none); ``priority``
+    (0: the model's default); ``inputs``: :data:`WireInput` each; ``outputs``: the
+    requested output names (empty: all); ``params``: the backend-visible request
+    parameters; ``shm_outputs`` (only when some): output name -> ``[region id,
+    offset, byte size]`` of a client's system shared-memory region to write it to.
+    """
+
+    shm_outputs: dict[str, list[int]]
 
 
 _packer = msgpack.Packer(use_bin_type=True)

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.errors import Code, TritonError
-from ...core.hookspecs import hookimpl
+from ...core import Code, TritonError
+from ...core import hookimpl
 from .servicer import HealthServicer, InferenceServicer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 log = logging.getLogger("tritium.grpc")
 
@@ -74,7 +77,7 @@ class GRPCFrontend:
 
     def __init__(
         self,
-        server: Any,
+        server: InferenceServer,
         address: str,
         port: int,
         max_request_bytes: int = _MAX_MESSAGE,
@@ -146,7 +149,7 @@ class GRPCFrontend:
 
 
 @hookimpl
-def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> GRPCFrontend | None:
+def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> GRPCFrontend | None:
     """Create the gRPC frontend (plugin hook)."""
     if name != "grpc":
         return None

@@ -23,13 +23,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ...core.errors import Code, TritonError
-from ...core.memory.cuda import CudaRef
-from ...core.memory.shm_region import ShmRef
-from ...core.request import InferenceRequest, InferInput, RequestedOutput
-from ...core.response import InferenceResponse
-from ...core.tensor import serialize_bytes
-from ...core.types import by_name
+from ...core import Code, TritonError
+from ...core import CudaRef
+from ...core import ShmRef
+from ...core import InferenceRequest, InferInput, RequestedOutput
+from ...core import InferenceResponse
+from ...core import serialize_bytes
+from ...core import by_name
 from ...proto import grpc_service_pb2 as pb
 from .wire import LARGE, NATIVE_SPLIT, raw_output_parts, split_raw_inputs
 

@@ -28,7 +28,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 from google.protobuf.message import DecodeError
 
-from ...core.errors import Code, TritonError, clip
+from ...core import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)

@@ -9,11 +9,14 @@ ignored, as in Triton). Runs on the core's event loop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...core.errors import Code, TritonError, clip
+from ...core import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ..base import DETAILS_CHARS, grpc_status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 __all__ = ["RepositoryServicerMixin", "load_parameters", "unload_dependents"]
 
@@ -74,7 +77,7 @@ def unload_dependents(request: pb.RepositoryModelUnloadRequest) -> bool:
 class RepositoryServicerMixin:
     """The repository RPCs over ``self.server`` (an :class:`~tritium.core.server.InferenceServer`)."""
 
-    server: Any
+    server: InferenceServer
 
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
         response = pb.RepositoryIndexResponse()

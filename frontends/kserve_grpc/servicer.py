@@ -16,15 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
 
 import grpc
 from google.protobuf import json_format
 
-from ...core.errors import Code, TritonError, clip
-from ...core.request import InferenceRequest
-from ...core.response import InferenceResponse
-from ...core.tracing.requests import begin_trace, traced_done
+from ...core import Code, TritonError, clip
+from ...core import InferenceRequest
+from ...core import InferenceResponse
+from ...core import begin_trace, traced_done
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
@@ -42,6 +42,9 @@ from .codec import (
     to_infer_request,
     to_stream_response,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 log = logging.getLogger("tritium.grpc")
 
@@ -107,7 +110,7 @@ class InferenceServicer(
     :param server: the server whose API the RPCs call.
     """
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: InferenceServer) -> None:
         self.server = server
 
     # -- health ------------------------------------------------------------------------
@@ -292,7 +295,7 @@ class InferenceServicer(
 class HealthServicer(health_pb2_grpc.HealthServicer):
     """``grpc.health.v1.Health/Check``: SERVING while the server is ready, as Triton answers it."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: InferenceServer) -> None:
         self.server = server
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:

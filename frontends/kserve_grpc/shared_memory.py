@@ -8,11 +8,14 @@ server. Every method runs in the core process, on the event loop, and calls
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...core.errors import TritonError, clip
+from ...core import TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ..base import DETAILS_CHARS, grpc_status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 __all__ = ["SharedMemoryRpcs"]
 
@@ -29,14 +32,14 @@ class SharedMemoryRpcs:
     Expects ``self.server``: the :class:`~tritium.core.server.InferenceServer`.
     """
 
-    server: Any
+    server: InferenceServer
 
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: Any
     ) -> pb.SystemSharedMemoryStatusResponse:
         response = pb.SystemSharedMemoryStatusResponse()
         try:
-            regions = self.server.shared_memory.status(request.name)
+            regions = self.server.shared_memory_status("system", request.name)
         except TritonError as exc:
             return _fail(context, exc, response)
         for region in regions:
@@ -47,7 +50,7 @@ class SharedMemoryRpcs:
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Any
     ) -> pb.SystemSharedMemoryRegisterResponse:
         try:
-            self.server.shared_memory.register(request.name, request.key, request.offset, request.byte_size)
+            self.server.register_system_shared_memory(request.name, request.key, request.offset, request.byte_size)
         except TritonError as exc:
             return _fail(context, exc, pb.SystemSharedMemoryRegisterResponse())
         return pb.SystemSharedMemoryRegisterResponse()
@@ -55,7 +58,7 @@ class SharedMemoryRpcs:
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Any
     ) -> pb.SystemSharedMemoryUnregisterResponse:
-        self.server.shared_memory.unregister(request.name)
+        self.server.unregister_shared_memory("system", request.name)
         return pb.SystemSharedMemoryUnregisterResponse()
 
     async def CudaSharedMemoryStatus(
@@ -63,7 +66,7 @@ class SharedMemoryRpcs:
     ) -> pb.CudaSharedMemoryStatusResponse:
         response = pb.CudaSharedMemoryStatusResponse()
         try:
-            regions = self.server.cuda_shared_memory.status(request.name)
+            regions = self.server.shared_memory_status("cuda", request.name)
         except TritonError as exc:
             return _fail(context, exc, response)
         for region in regions:
@@ -74,7 +77,7 @@ class SharedMemoryRpcs:
         self, request: pb.CudaSharedMemoryRegisterRequest, context: Any
     ) -> pb.CudaSharedMemoryRegisterResponse:
         try:
-            self.server.cuda_shared_memory.register(
+            self.server.register_cuda_shared_memory(
                 request.name, bytes(request.raw_handle), request.device_id, request.byte_size
             )
         except TritonError as exc:
@@ -84,5 +87,5 @@ class SharedMemoryRpcs:
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: Any
     ) -> pb.CudaSharedMemoryUnregisterResponse:
-        self.server.cuda_shared_memory.unregister(request.name)
+        self.server.unregister_shared_memory("cuda", request.name)
         return pb.CudaSharedMemoryUnregisterResponse()

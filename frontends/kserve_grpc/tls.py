@@ -9,8 +9,8 @@ from pathlib import Path
 
 import grpc
 
-from ...core.errors import Code, TritonError
-from ...core.network import TlsFiles
+from ...core import Code, TritonError
+from ...core import TlsFiles
 
 __all__ = ["server_credentials"]
 

@@ -10,11 +10,14 @@ a bad value is INVALID_ARGUMENT with Triton's message, ``trace_file`` and
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ...core.errors import TritonError
+from ...core import TritonError
 from ...proto import grpc_service_pb2 as pb
 from ..base import grpc_status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 __all__ = ["TraceLoggingRpcs"]
 
@@ -73,7 +76,7 @@ def _log_update(request: pb.LogSettingsRequest) -> dict[str, Any]:
 class TraceLoggingRpcs:
     """Mixin of :class:`~.servicer.InferenceServicer`: the trace and logging RPCs (needs ``self.server``)."""
 
-    server: Any
+    server: InferenceServer
 
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
         tracer = self.server.tracer

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...core.errors import Code, TritonError
+from ...core import Code, TritonError
 
 try:
     from ._native import split_raw_inputs as _native_split  # type: ignore[import-not-found]

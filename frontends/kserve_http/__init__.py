@@ -10,16 +10,19 @@ JSON text as Triton reads and writes it).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ...core.hookspecs import hookimpl
+from ...core import hookimpl
 from .app import HTTPFrontend, create_router, frontend_from_options
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 __all__ = ["HTTPFrontend", "create_router", "tritium_frontend"]
 
 
 @hookimpl
-def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> HTTPFrontend | None:
+def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> HTTPFrontend | None:
     """Create the ``http`` frontend (plugin hook); None for any other name."""
     del settings
     if name != "http":

@@ -14,10 +14,10 @@ import asyncio
 import logging
 import mmap
 import signal
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ...core.errors import Code, TritonError
-from ...core.server import InferenceServer
+from ...core import Code, TritonError
+from ...core import InferenceServer
 from .body import body_too_large
 from .connection import HttpConnection
 from .messages import HttpRequest, HttpResponse
@@ -26,6 +26,9 @@ from .context import EndpointContext, error_response
 from .restricted import restriction_error
 from .router import METHOD_NOT_ALLOWED, NOT_FOUND, Router
 from .routes import add_routes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 log = logging.getLogger("tritium.http")
 
@@ -219,7 +222,7 @@ class HTTPFrontend:
         await listener.wait_closed()
 
 
-def frontend_from_options(server: Any) -> HTTPFrontend:
+def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
     """The frontend for ``server.options`` (address, port and request size limit)."""
     options = server.options
     return HTTPFrontend(

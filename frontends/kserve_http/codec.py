@@ -28,13 +28,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ...core.errors import Code, TritonError, clip
-from ...core.memory.cuda import CudaRef
-from ...core.memory.shm_region import ShmRef
-from ...core.request import InferenceRequest, InferInput, RequestedOutput
-from ...core.response import InferenceResponse
-from ...core.tensor import deserialize_bytes, serialize_bytes
-from ...core.types import by_config_name, by_name
+from ...core import Code, TritonError, clip
+from ...core import CudaRef
+from ...core import ShmRef
+from ...core import InferenceRequest, InferInput, RequestedOutput
+from ...core import InferenceResponse
+from ...core import deserialize_bytes, serialize_bytes
+from ...core import by_config_name, by_name
 from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
 from .plain import plain_request
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ...core.errors import Code, TritonError
-from ...core.server import InferenceServer
+from ...core import Code, TritonError
+from ...core import InferenceServer
 from . import codec
 from .body import error_status
 from .messages import HttpRequest, HttpResponse

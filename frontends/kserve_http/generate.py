@@ -31,10 +31,10 @@ import logging
 from contextlib import aclosing
 from typing import Any, AsyncIterator
 
-from ...core.errors import Code, TritonError
-from ...core.request import InferenceRequest, InferInput
-from ...core.response import InferenceResponse
-from ...core.types import by_config_name
+from ...core import Code, TritonError
+from ...core import InferenceRequest, InferInput
+from ...core import InferenceResponse
+from ...core import by_config_name
 from .. import sse
 from . import codec
 from ._rapidjson import encode, to_bytes

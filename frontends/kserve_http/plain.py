@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ...core.request import InferenceRequest, InferInput, RequestedOutput
+from ...core import InferenceRequest, InferInput, RequestedOutput
 
 __all__ = ["plain_request"]
 

@@ -17,7 +17,7 @@ import base64
 import binascii
 from typing import Any
 
-from ...core.errors import Code, TritonError
+from ...core import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse

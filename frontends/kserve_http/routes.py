@@ -20,10 +20,10 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core.errors import Code, TritonError
-from ...core.request import InferenceRequest
-from ...core.response import InferenceResponse
-from ...core.tracing.requests import begin_trace, traced_done
+from ...core import Code, TritonError
+from ...core import InferenceRequest
+from ...core import InferenceResponse
+from ...core import begin_trace, traced_done
 from . import codec
 from .context import EndpointContext, error_response, url_version as _version
 from .body import BodyTooLarge, UnsupportedEncoding

@@ -16,7 +16,7 @@ import base64
 import binascii
 from typing import Any, Mapping
 
-from ...core.errors import Code, TritonError
+from ...core import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
@@ -66,7 +66,7 @@ def _field(doc: Mapping[str, Any], key: str, kind: str, default: Any = None) -> 
 def system_status(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Every registered region, or the one named: ``[{"name","key","offset","byte_size"}]``."""
     try:
-        return _answer(ctx.server.shared_memory.status(request.params.get("name", "")))
+        return _answer(ctx.server.shared_memory_status("system", request.params.get("name", "")))
     except TritonError as exc:
         return _answer(error=exc)
 
@@ -78,7 +78,7 @@ def system_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
         key = _field(doc, "key", "str")
         offset = _field(doc, "offset", "uint", 0)
         byte_size = _field(doc, "byte_size", "uint")
-        ctx.server.shared_memory.register(request.params["name"], key, offset, byte_size)
+        ctx.server.register_system_shared_memory(request.params["name"], key, offset, byte_size)
     except TritonError as exc:
         return _answer(error=exc)
     return _answer()
@@ -86,7 +86,7 @@ def system_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
 
 def system_unregister(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Unregister the region named (or all)."""
-    ctx.server.shared_memory.unregister(request.params.get("name", ""))
+    ctx.server.unregister_shared_memory("system", request.params.get("name", ""))
     return _answer()
 
 
@@ -94,7 +94,7 @@ def system_unregister(ctx: EndpointContext, request: HttpRequest) -> HttpRespons
 def cuda_status(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Every registered CUDA region, or the one named: ``[{"name","device_id","byte_size"}]``."""
     try:
-        return _answer(ctx.server.cuda_shared_memory.status(request.params.get("name", "")))
+        return _answer(ctx.server.shared_memory_status("cuda", request.params.get("name", "")))
     except TritonError as exc:
         return _answer(error=exc)
 
@@ -113,7 +113,7 @@ def cuda_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
             handle = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             raise TritonError(Code.INVALID_ARG, "'raw_handle' is not valid base64") from None
-        ctx.server.cuda_shared_memory.register(request.params["name"], handle, device_id, byte_size)
+        ctx.server.register_cuda_shared_memory(request.params["name"], handle, device_id, byte_size)
     except TritonError as exc:
         return _answer(error=exc)
     return _answer()
@@ -121,7 +121,7 @@ def cuda_register(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
 
 def cuda_unregister(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """Unregister the CUDA region named (or all)."""
-    ctx.server.cuda_shared_memory.unregister(request.params.get("name", ""))
+    ctx.server.unregister_shared_memory("cuda", request.params.get("name", ""))
     return _answer()
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import ssl
 
-from ...core.errors import Code, TritonError
-from ...core.network import TlsFiles
+from ...core import Code, TritonError
+from ...core import TlsFiles
 
 log = logging.getLogger("tritium.http")
 

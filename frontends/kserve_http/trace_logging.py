@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.errors import Code, TritonError
+from ...core import Code, TritonError
 from . import codec
 from .messages import HttpRequest, HttpResponse
 from .context import EndpointContext, error_response

@@ -10,13 +10,16 @@ gauges of shared-memory arena use and instance restarts.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from aiohttp import web
 
-from ...core.hookspecs import hookimpl
+from ...core import hookimpl
 from .collector import TritiumCollector, render
 from .system import SystemSampler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer
 
 log = logging.getLogger("tritium.metrics")
 
@@ -28,7 +31,7 @@ class MetricsFrontend:
 
     name = "metrics"
 
-    def __init__(self, server: Any, address: str, port: int) -> None:
+    def __init__(self, server: InferenceServer, address: str, port: int) -> None:
         self.server = server
         self.address = address
         self.port = port
@@ -62,7 +65,7 @@ class MetricsFrontend:
 
 
 @hookimpl
-def tritium_frontend(name: str, server: Any, settings: Mapping[str, Any]) -> MetricsFrontend | None:
+def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> MetricsFrontend | None:
     """Create the metrics frontend (plugin hook)."""
     del settings
     if name != "metrics":

@@ -8,9 +8,12 @@ writer renames every counter ``<name>_total``, while Triton's counters
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from prometheus_client.core import Metric
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...core import InferenceServer, MetricsSnapshot
 
 __all__ = ["TritiumCollector", "render"]
 
@@ -52,81 +55,80 @@ class TritiumCollector:
     :param counter_latencies: report the ``*_duration_us`` counters (``--metrics-config counter_latencies``).
     """
 
-    def __init__(self, server: Any, system: Any = None, counter_latencies: bool = True) -> None:
+    def __init__(self, server: InferenceServer, system: Any = None, counter_latencies: bool = True) -> None:
         self.server = server
         self.system = system
         self.counter_latencies = counter_latencies
 
     def collect(self) -> Iterable[Metric]:
-        """Yield every metric family."""
-        families = list(self._model_families())
+        """Yield every metric family (one :meth:`InferenceServer.metrics_snapshot` per scrape)."""
+        snapshot = self.server.metrics_snapshot()
+        families = list(_model_families(snapshot))
         if not self.counter_latencies:
             families = [f for f in families if not f.name.endswith("_duration_us")]
-        models = self.server.repository.loaded_models()
         summaries = [Metric(name, doc, "summary") for name, doc, _kind in _SUMMARIES]
-        for model in models:
-            latency = getattr(model.stats, "summaries", None)
+        for model in snapshot.models:
+            latency = model.summaries
             if latency is None:
                 continue
             labels = {"model": model.name, "version": str(model.version)}
             for family, (_n, _d, kind) in zip(summaries, _SUMMARIES):
-                family.add_sample(family.name + "_count", labels, latency.count[kind])
-                family.add_sample(family.name + "_sum", labels, latency.sum_us[kind])
-                for quantile, value in latency.quantiles(kind):
+                summary = latency[kind]
+                family.add_sample(family.name + "_count", labels, summary.count)
+                family.add_sample(family.name + "_sum", labels, summary.sum_us)
+                for quantile, value in summary.quantiles:
                     family.add_sample(family.name, {**labels, "quantile": _number(quantile)}, value)
         families += [f for f in summaries if f.samples]
         if self.system is not None:
             families += self.system.families()
         return families
 
-    def _model_families(self) -> Iterable[Metric]:
-        models = self.server.repository.loaded_models()
-        success = Metric(*_COUNTERS[0][:2], "counter")
-        failure = Metric("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
-        others = [Metric(name, doc, "counter") for name, doc, _key, _scale in _COUNTERS[1:]]
-        pending = Metric(
-            "nv_inference_pending_request_count",
-            "Instantaneous number of pending requests awaiting execution per-model.",
-            "gauge",
-        )
-        restarts = Metric("tritium_instance_restarts", "Model instance worker restarts since the model loaded", "counter")
-        cache = [Metric(name, doc, "counter") for name, doc, *_rest in _CACHE]
-        for model in models:
-            labels = {"model": model.name, "version": str(model.version)}
-            stats = model.stats
-            for family, (_name, _doc, key, scale) in zip([success, *others], _COUNTERS):
-                if isinstance(key, tuple):
-                    value = getattr(stats.durations[key[0]], key[1])
-                else:
-                    value = getattr(stats, key)
-                family.add_sample(family.name, labels, value // scale)
-            fail_ns = stats.failures_by_reason
-            for reason in _FAILURE_REASONS:
-                failure.add_sample(failure.name, {**labels, "reason": reason}, fail_ns.get(reason, 0))
-            pending.add_sample(pending.name, labels, model.scheduler.inflight_count())
-            restarts.add_sample(restarts.name, labels, sum(i.restarts for i in model.instances))
-            if getattr(model, "cache_enabled", False):  # models behind the response cache, as Triton lists them
-                for family, (_n, _d, duration, key, scale) in zip(cache, _CACHE):
-                    family.add_sample(family.name, labels, getattr(stats.durations[duration], key) // scale)
-        pool = self.server.pool
-        arena_reserved = Metric("tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge")
-        arena_reserved.add_sample(arena_reserved.name, {}, pool.reserved_bytes)
-        arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
-        arena_used.add_sample(arena_used.name, {}, pool.used_bytes)
-        regions = Metric(
-            "tritium_shared_memory_region_bytes",
-            "Client-registered shared-memory regions, in bytes (not allocated by the server)",
-            "gauge",
-        )
-        regions.add_sample(regions.name, {"kind": "system"}, self.server.shared_memory.registered_bytes)
-        regions.add_sample(regions.name, {"kind": "cuda"}, self.server.cuda_shared_memory.registered_bytes)
-        region_count = Metric(
-            "tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge"
-        )
-        region_count.add_sample(region_count.name, {"kind": "system"}, self.server.shared_memory.region_count)
-        region_count.add_sample(region_count.name, {"kind": "cuda"}, len(self.server.cuda_shared_memory.status()))
-        cache = [family for family in cache if family.samples]
-        return [success, failure, *others, *cache, pending, restarts, arena_reserved, arena_used, regions, region_count]
+
+def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
+    success = Metric(*_COUNTERS[0][:2], "counter")
+    failure = Metric("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
+    others = [Metric(name, doc, "counter") for name, doc, _key, _scale in _COUNTERS[1:]]
+    pending = Metric(
+        "nv_inference_pending_request_count",
+        "Instantaneous number of pending requests awaiting execution per-model.",
+        "gauge",
+    )
+    restarts = Metric("tritium_instance_restarts", "Model instance worker restarts since the model loaded", "counter")
+    cache = [Metric(name, doc, "counter") for name, doc, *_rest in _CACHE]
+    for model in snapshot.models:
+        labels = {"model": model.name, "version": str(model.version)}
+        for family, (_name, _doc, key, scale) in zip([success, *others], _COUNTERS):
+            if isinstance(key, tuple):
+                value = getattr(model.durations[key[0]], key[1])
+            else:
+                value = getattr(model, key)
+            family.add_sample(family.name, labels, value // scale)
+        for reason in _FAILURE_REASONS:
+            failure.add_sample(failure.name, {**labels, "reason": reason}, model.failures_by_reason.get(reason, 0))
+        pending.add_sample(pending.name, labels, model.pending)
+        restarts.add_sample(restarts.name, labels, model.restarts)
+        if model.cache_enabled:  # models behind the response cache, as Triton lists them
+            for family, (_n, _d, duration, key, scale) in zip(cache, _CACHE):
+                family.add_sample(family.name, labels, getattr(model.durations[duration], key) // scale)
+    memory = snapshot.memory
+    arena_reserved = Metric("tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge")
+    arena_reserved.add_sample(arena_reserved.name, {}, memory.arena_reserved_bytes)
+    arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
+    arena_used.add_sample(arena_used.name, {}, memory.arena_used_bytes)
+    regions = Metric(
+        "tritium_shared_memory_region_bytes",
+        "Client-registered shared-memory regions, in bytes (not allocated by the server)",
+        "gauge",
+    )
+    regions.add_sample(regions.name, {"kind": "system"}, memory.system_region_bytes)
+    regions.add_sample(regions.name, {"kind": "cuda"}, memory.cuda_region_bytes)
+    region_count = Metric(
+        "tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge"
+    )
+    region_count.add_sample(region_count.name, {"kind": "system"}, memory.system_region_count)
+    region_count.add_sample(region_count.name, {"kind": "cuda"}, memory.cuda_region_count)
+    cache = [family for family in cache if family.samples]
+    return [success, failure, *others, *cache, pending, restarts, arena_reserved, arena_used, regions, region_count]
 
 
 def _escape(value: str) -> str:

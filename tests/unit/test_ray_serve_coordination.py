@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tritium.core.errors import Code, TritonError
+from tritium.core.stats import MemoryMetrics, MetricsSnapshot
 from tritium.integrations.ray_serve.agent import ReplicaAgent
 from tritium.integrations.ray_serve.aggregate import merge_statistics, render_metrics
 from tritium.integrations.ray_serve.args import Settings, TritiumArgs
@@ -54,11 +54,10 @@ class FakeServer:
         self.count = count
         self.options = FakeOptions()
         self.ready = True
-        # what the metrics collector reads (no model is loaded as far as it knows)
-        self.repository = SimpleNamespace(loaded_models=lambda: [])
-        self.pool = SimpleNamespace(reserved_bytes=count, used_bytes=0)
-        self.shared_memory = SimpleNamespace(registered_bytes=0, region_count=0)
-        self.cuda_shared_memory = SimpleNamespace(registered_bytes=0, status=lambda: [])
+
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """What the metrics collector reads (no model is loaded as far as it knows)."""
+        return MetricsSnapshot((), MemoryMetrics(self.count, 0, 0, 0, 0, 0))
 
     def model_ready(self, name: str, version: str = "") -> bool:
         return name in self.models
