@@ -342,7 +342,7 @@ class InferenceServer:
                 model.name,
                 model.version,
                 model.stats,
-                pending=model.scheduler.inflight_count(),
+                pending=model.pending_count(),
                 restarts=sum(instance.restarts for instance in model.instances),
                 cache_enabled=bool(getattr(model, "cache_enabled", False)),
             )

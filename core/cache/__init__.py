@@ -199,11 +199,6 @@ class CachedModel:
     def active(self) -> int:
         return self._model.active
 
-    @property
-    def scheduler(self) -> Any:
-        """The model's scheduler (read by the metrics collector; prefer :meth:`pending_count`)."""
-        return getattr(self._model, "scheduler")
-
     def pending_count(self) -> int:
         return self._model.pending_count()
 

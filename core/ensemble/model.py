@@ -76,16 +76,6 @@ class EnsembleModel:
         self._stopping = False
         self._inflight = 0  # requests running through the steps
 
-    @property
-    def scheduler(self) -> EnsembleModel:
-        """The ensemble itself: it has no scheduler, and nothing queues in it. Kept for the metrics
-        collector, which reads ``model.scheduler.inflight_count()`` (use :meth:`pending_count`)."""
-        return self
-
-    def inflight_count(self) -> int:
-        """Requests running through the steps (what the metrics collector reads as pending)."""
-        return self._inflight
-
     def pending_count(self) -> int:
         """Triton's pending-request gauge of an ensemble: its requests running through the steps."""
         return self._inflight

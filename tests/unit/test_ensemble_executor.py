@@ -195,6 +195,6 @@ def test_a_cancelled_ensemble_request_cancels_its_steps():
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.sleep(0)  # let the step's cancellation run
-        assert slow.active == 0 and ensemble.scheduler.inflight_count() == 0
+        assert slow.active == 0 and ensemble.pending_count() == 0
 
     asyncio.run(go())
