@@ -249,14 +249,15 @@ class HttpConnection(asyncio.BufferedProtocol):
         headers = head.headers
         if "transfer-encoding" in headers and not head.message_done:
             self._consume(head_len)
-            self._start_chunked(parser, head)
+            self._start_chunked(parser, head, self._dispatcher.body_limit(request))
             return
         length_text = headers.get("content-length")
         size = int(length_text) if length_text else 0  # llhttp accepts digits only
-        if size > self._dispatcher.max_body_bytes:
+        limit = self._dispatcher.body_limit(request) if size else 0  # (no body: no route lookup here)
+        if size > limit:
             self._consume(head_len)
             self._keep_alive = False
-            self._respond_now(self._dispatcher.too_large(size))
+            self._respond_now(self._dispatcher.too_large(size, limit))
             return
         if size == 0:
             self._consume(head_len)
@@ -301,12 +302,12 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._scan = 0
 
     # -- chunked bodies ---------------------------------------------------------------------
-    def _start_chunked(self, parser: Any, head: Head) -> None:
+    def _start_chunked(self, parser: Any, head: Head, limit: int) -> None:
         self._keep_alive = False  # a chunked request's connection closes after its response
         if head.headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
             self._transport.write(CONTINUE)
         head.body = bytearray()
-        head.limit = self._dispatcher.max_body_bytes
+        head.limit = limit
         self._parser, self._chunk_head = parser, head
         self._state = _CHUNKED
         if self._filled:
@@ -334,10 +335,10 @@ class HttpConnection(asyncio.BufferedProtocol):
                 self._respond_now(self._dispatcher.busy())
                 return
             self._reserved += grown
-        if head.body_size > self._dispatcher.max_body_bytes:
+        if head.body_size > head.limit:
             self._parser = self._chunk_head = None
             self._keep_alive = False
-            self._respond_now(self._dispatcher.too_large(None))
+            self._respond_now(self._dispatcher.too_large(None, head.limit))
             return
         if head.message_done:
             assert self._request is not None

@@ -415,3 +415,35 @@ def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> Non
         channel.unsubscribe(states.append)
     # connected, then the server's GOAWAY after the idle time sends the channel back to IDLE
     assert grpc.ChannelConnectivity.READY in states and states[-1] == grpc.ChannelConnectivity.IDLE, states
+
+
+# -- control-route bodies ---------------------------------------------------------------------------
+
+
+def test_a_large_shared_memory_body_is_413_from_its_headers(server: ServerProcess) -> None:
+    body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * (2 << 20)}).encode()
+    expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of 65536 bytes"}
+    for path in ("/v2/systemsharedmemory/region/r/register", "/v2/logging", "/v2/trace/setting",
+                 "/v2/repository/models/echo/unload"):
+        assert post(server, path, body) == (413, expected), path
+    assert post(server, "/v2/repository/models/echo/unload", b"{}")[0] == 200
+    assert post(server, "/v2/repository/models/echo/load", b"{}")[0] == 200
+
+
+def test_a_load_body_of_millions_of_values_is_refused_without_a_stall(server: ServerProcess) -> None:
+    # millions of parameters take seconds to parse (holding the interpreter) and to walk: counted first
+    files = ",".join(f'"file:{i}":""' for i in range(2_500_000))
+    body = ('{"parameters":{%s}}' % files).encode()
+    assert len(body) < LIMIT
+    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
+    assert (status, reply) == (400, {"error": "the load request's JSON has about 7500000 values, more than the "
+                                              "100000 accepted"})
+    assert worst < HEALTH_S, worst
+
+
+def test_a_large_load_body_is_parsed_off_the_event_loop(server: ServerProcess) -> None:
+    # a model file of 40 MiB (base64): parsed and decoded on a thread
+    body = json.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "QUJD" * (10 << 20)}}).encode()
+    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
+    assert status == 400 and "loading model files sent in the request is disabled" in reply["error"]
+    assert worst < HEALTH_S, worst
