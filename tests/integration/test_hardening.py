@@ -229,10 +229,11 @@ def test_abandoned_uploads_are_freed_at_once(server: ServerProcess) -> None:
 
 
 def test_bodies_past_the_in_flight_budget_get_503(server: ServerProcess) -> None:
-    held = [_declare(server, "/v2/repository/index", LIMIT) for _ in range(BUDGET // LIMIT)]
+    # (a load body: the route with the whole --max-request-bytes; the others' bodies are small)
+    held = [_declare(server, "/v2/repository/models/up/load", LIMIT) for _ in range(BUDGET // LIMIT)]
     try:
         time.sleep(0.3)
-        sock = _declare(server, "/v2/repository/index", LIMIT)
+        sock = _declare(server, "/v2/repository/models/up/load", LIMIT)
         sock.settimeout(30)
         reply = b""
         while b"}" not in reply:
@@ -274,7 +275,8 @@ HUGE = "9" * 5000
          "failed to parse the request JSON buffer: the document is nested too deeply"),
         ("/v2/repository/models/echo/load", b'{"parameters":' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, 400,
          "failed to parse the request JSON buffer: the document is nested too deeply"),
-        ("/v2/systemsharedmemory/region/r/register", b"[" * 100_000 + b"]" * 100_000, {}, 400,
+        # (60 KB: within the shared-memory routes' own 64 KiB limit)
+        ("/v2/systemsharedmemory/region/r/register", b"[" * 30_000 + b"]" * 30_000, {}, 400,
          "failed to parse the request JSON buffer: the document is nested too deeply"),
         ("/v2/models/echo/infer", b'{"inputs": [}', {}, 400,
          "failed to parse the request JSON buffer: Invalid value. at 12"),
