@@ -11,14 +11,16 @@ class count is cut to the class count.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from .errors import Code, TritonError
-from .tensor import serialize_bytes
+from .response import OutputTensor
+from .tensor import serialize_bytes, tensor_from_buffer
+from .types import by_name
 
-__all__ = ["classify"]
+__all__ = ["classify", "classify_output", "classify_outputs"]
 
 
 def _top_k(row: np.ndarray, k: int, labels: Sequence[str], is_float: bool) -> list[bytes]:
@@ -62,3 +64,34 @@ def classify(
     data = serialize_bytes(np.array(flat, dtype=np.object_))
     assert isinstance(data, bytes)
     return shape, data
+
+
+def classify_output(tensor: OutputTensor, k: int, batched: bool, labels: Sequence[str] = ()) -> OutputTensor:
+    """``tensor`` replaced by its top-``k`` classes (a BYTES tensor, parameters kept); see :func:`classify`.
+
+    :param labels: the output's class labels (its ``label_filename``), by index; may be empty.
+    :raises TritonError: INVALID_ARG for a BYTES output (Triton's message names the output).
+    """
+    dt = by_name(tensor.datatype)
+    if dt is None or dt.is_bytes:
+        raise TritonError(Code.INVALID_ARG, f"classification is not supported for output '{tensor.name}' of type BYTES")
+    array = tensor_from_buffer(dt, tensor.shape, tensor.data)
+    shape, data = classify(array, k, batched, labels)
+    return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
+
+
+def classify_outputs(
+    tensors: list[OutputTensor], wanted: Mapping[str, int], batched: bool, labels: Mapping[str, Sequence[str]]
+) -> list[OutputTensor]:
+    """The outputs of a response with the classification extension applied where asked.
+
+    :param wanted: output name -> top-K asked (outputs not named are kept as they are).
+    :param batched: whether the model batches (K classes per batch element).
+    :param labels: output name -> its class labels (the output's ``label_filename``).
+    :raises TritonError: INVALID_ARG for a BYTES output asked to be classified.
+    """
+    out = []
+    for tensor in tensors:
+        k = wanted.get(tensor.name)
+        out.append(classify_output(tensor, k, batched, labels.get(tensor.name, ())) if k else tensor)
+    return out

@@ -6,12 +6,16 @@
 2. write every input's bytes once into the core's arena (an input in a
    client's registered system shared-memory region is not copied: its
    descriptor goes to the worker, which maps the region itself; an input in
-   a CUDA region is copied device→host once, into the arena);
+   a CUDA region is copied device→host once, into the arena): steps 1-2 are
+   :mod:`.input_staging`;
 3. hand the payload to the scheduler, which sends it to a free instance;
 4. turn the worker's RESPONSE frame into an :class:`InferenceResponse`
-   whose outputs are views of shared memory (classification applied here;
-   an output asked into a CUDA region is copied host→device once, here);
+   whose outputs are views of shared memory (:mod:`.response_assembly`:
+   classification applied there; an output asked into a CUDA region is
+   copied host→device once, there), and deliver it;
 5. account statistics when the execution's timings arrive.
+
+:class:`Model` is one of the three :class:`~.servable.Servable` kinds.
 
 Runs on the core's event loop.
 """
@@ -21,69 +25,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-
-from .classification import classify
 from .errors import Code, TritonError
-from .memory.arena import EMPTY_SEGMENT, Block
-from .memory.cuda import CudaRef
-from .memory.pool import SharedBlock, TensorPool
-from .memory.shm_region import RegisteredRegion, ShmRef, output_region_too_small
+from .input_staging import InputStaging, PendingRequest, free_blocks
+from .memory.pool import TensorPool
 from .model_batching import BatcherServices
 from .model_instance import ModelInstance
-from .request import InferenceRequest, InferInput
+from .request import InferenceRequest
 from .reshape import reshapes
-from .response import InferenceResponse, OutputTensor
+from .response import InferenceResponse
+from .response_assembly import ResponseAssembly
 from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
 from .scheduler.dynamic_batcher import DynamicBatcher
 from .scheduler.sequence_batcher import SequenceBatcher
+from .servable import Done, is_decoupled, model_label, platform_of
 from .stats import ModelStats
-from .tensor import tensor_from_buffer
-from .types import by_config_name, by_name, element_count
-from .validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
+from .validation import ModelSignature
 
 log = logging.getLogger("tritium.model")
 
-__all__ = ["Model", "ModelState", "Done"]
-
-#: receives a request's final response, or the error it failed with: ``done(response, None)`` /
-#: ``done(None, error)``
-Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
-
-
-class ModelState:
-    """Triton's model version states, as the repository index names them."""
-
-    READY = "READY"
-    UNAVAILABLE = "UNAVAILABLE"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-
-
-@dataclass(slots=True)
-class _Pending:
-    """Per-request state of a payload (what :class:`Payload.context` holds)."""
-
-    request: InferenceRequest
-    blocks: list[Block | SharedBlock]
-    #: gets the final response (or the error) of a request that is not streamed, once
-    done: "Done | None"
-    queue: asyncio.Queue[InferenceResponse] | None
-    classification: dict[str, int] = field(default_factory=dict)
-    open_responses: int = 0
-    done_ns: int = 0
-    error: TritonError | None = None
-    recorded: bool = False
-    regions: list[RegisteredRegion] = field(default_factory=list)  # registered regions in use
-    #: called with each implicit-state output ``(name, datatype, shape, bytes)`` (sequence batcher)
-    on_state: Any = None
-    #: a null request of the sequence batcher (fills an idle slot; its response is dropped, not counted)
-    null: bool = False
-    #: the request stops counting as active (:meth:`Model.drain`) when its response is released
-    leave_on_release: bool = False
+__all__ = ["Model", "Done"]
 
 
 class Model(BatcherServices):
@@ -111,20 +74,26 @@ class Model(BatcherServices):
         self.version_text = str(version)
         self.path = path
         self.config = config
+        #: ``'name' version N`` for messages; what model metadata reports as ``platform``
+        self.label = model_label(name, version)
+        self.platform = platform_of(config)
         self.signature = ModelSignature(name, config)
-        #: the config's ``reshape`` of inputs (dims -> reshape) and outputs (back); None: none
-        self._input_reshape = reshapes(config, "input")
-        self._output_reshape = reshapes(config, "output")
         self.labels = labels
         self.pool = pool
         self.stats = ModelStats(name, version)
         self.instances: list[ModelInstance] = []
-        self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+        self.decoupled = is_decoupled(config)
         seq = config.get("sequence_batching")
         states = (seq or {}).get("state", [])
-        #: implicit-state outputs, and those of them the client cannot see (not in the config's outputs)
+        #: implicit-state outputs (those the client cannot see, not in the config's outputs, are dropped)
         self.state_outputs = {str(st["output_name"]) for st in states}
-        self._hidden_outputs = self.state_outputs - {str(o["name"]) for o in config.get("output", [])}
+        hidden_outputs = self.state_outputs - {str(o["name"]) for o in config.get("output", [])}
+        #: steps 2 and 4 of the request path (the config's input / output ``reshape`` applied there)
+        self._staging = InputStaging(self.signature, pool, reshapes(config, "input"), self)
+        self._assembly = ResponseAssembly(
+            self.label, pool, reshapes(config, "output"), self.state_outputs, hidden_outputs,
+            self.signature.max_batch_size > 0, labels,
+        )
         self.scheduler = self._make_scheduler(config)
         self._stopping = False
         self._active = 0  # requests between infer() and their final response
@@ -132,7 +101,7 @@ class Model(BatcherServices):
 
     def _make_scheduler(self, config: dict[str, Any]) -> Any:
         """The scheduler the config asks for: sequence batcher, dynamic batcher or the default."""
-        label = f"'{self.name}' version {self.version}"
+        label = self.label
 
         def executed(size: int, t: Sequence[int]) -> None:
             self.stats.record_execution(size, t[0], t[1], t[2])
@@ -148,28 +117,9 @@ class Model(BatcherServices):
 
     # -- description -------------------------------------------------------------
     @property
-    def label(self) -> str:
-        """``'name' version N`` for messages."""
-        return f"'{self.name}' version {self.version}"
-
-    @property
-    def platform(self) -> str:
-        """What model metadata reports as ``platform`` (the backend when no platform is set)."""
-        return str(self.config.get("platform") or self.config.get("backend") or "")
-
-    @property
     def ready(self) -> bool:
         """True while every instance can take requests."""
         return not self._stopping and bool(self.instances) and all(i.available for i in self.instances)
-
-    def tensor_metadata(self, which: str) -> list[dict[str, Any]]:
-        """Inputs or outputs (``which`` = ``"input"``/``"output"``) as model metadata lists them."""
-        batch = [-1] if self.signature.max_batch_size > 0 else []
-        out = []
-        for item in self.config.get(which, []):
-            dt = by_name_config(item["data_type"])
-            out.append({"name": item["name"], "datatype": dt, "shape": batch + [int(d) for d in item.get("dims", [])]})
-        return out
 
     # -- instances -----------------------------------------------------------------
     def instance_ready(self, instance: ModelInstance) -> None:
@@ -186,6 +136,10 @@ class Model(BatcherServices):
     def active(self) -> int:
         """Requests accepted and not yet answered (a response counts until it is released)."""
         return self._active
+
+    def pending_count(self) -> int:
+        """Requests in the scheduler's queues, not yet executing."""
+        return int(self.scheduler.inflight_count())
 
     def _enter(self) -> None:
         self._active += 1
@@ -220,120 +174,6 @@ class Model(BatcherServices):
         await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
 
     # -- the request path --------------------------------------------------------------
-    def _prepare(self, request: InferenceRequest, stream: bool, done: "Done | None" = None) -> Payload:
-        sig = self.signature
-        batch_size = validate_request(sig, request)
-        blocks: list[Block | SharedBlock] = []
-        regions: list[RegisteredRegion] = []
-        wire_inputs = []
-        shm_outputs: dict[str, list[int]] = {}
-        itemsizes = sig.itemsizes
-        shared = request.buffer
-        try:
-            for inp in request.inputs:
-                if inp.shared_memory is not None:
-                    wire_inputs.append(self._region_input(request, inp, blocks, regions))
-                    continue
-                data = inp.data
-                if data is None:
-                    raise TritonError(Code.INVALID_ARG, f"input '{inp.name}' has no data")
-                view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
-                nbytes = len(view)
-                itemsize = itemsizes[inp.name]
-                if not itemsize:
-                    check_bytes_elements(sig, request, inp, view)
-                elif nbytes != element_count(inp.shape) * itemsize:
-                    check_input_bytes(sig, request, inp, nbytes)  # raises Triton's message
-                if shared is not None and inp.buffer_offset >= 0:  # already in the arena: no copy
-                    shared.acquire()
-                    blocks.append(shared)
-                    block = shared.block
-                    offset = block.offset + inp.buffer_offset
-                else:
-                    block = self.pool.allocate(nbytes)
-                    blocks.append(block)
-                    if nbytes:
-                        block.view[:] = view
-                    offset = block.offset
-                seg_id = block.segment.id if block.segment is not None else EMPTY_SEGMENT
-                wire_inputs.append([inp.name, inp.datatype, list(inp.shape), seg_id, offset, nbytes])
-            outputs = request.outputs
-            classification: dict[str, int] = {}
-            for out in outputs:
-                ref = out.shared_memory
-                if ref is not None:  # a CUDA region's output comes through the arena (copied in on_response)
-                    ref.region.acquire()
-                    regions.append(ref.region)
-                    if isinstance(ref, ShmRef):
-                        shm_outputs[out.name] = list(ref.descriptor)
-                if out.parameters and out.classification > 0:
-                    classification[out.name] = out.classification
-        except BaseException:
-            self._free_blocks(blocks)
-            for region in regions:
-                region.release()
-            raise
-        if self._input_reshape is not None:  # the model sees the reshaped shapes
-            for wire_input in wire_inputs:
-                reshape = self._input_reshape.get(wire_input[0])
-                if reshape is not None:
-                    wire_input[2] = reshape.apply(wire_input[2])
-        params = request.parameters
-        if params:
-            flags = (_SEQUENCE_START if params.get("sequence_start") else 0) | (
-                _SEQUENCE_END if params.get("sequence_end") else 0
-            )
-            timeout, priority = params.get("timeout", 0), params.get("priority", 0)
-            wire = {
-                "id": request.id,
-                "corr": params.get("sequence_id", 0),
-                "flags": flags,
-                "timeout": timeout if type(timeout) is int else 0,
-                "priority": priority if type(priority) is int else 0,
-                "inputs": wire_inputs,
-                "outputs": [o.name for o in outputs],
-                "params": _backend_parameters(params),
-            }
-        else:
-            wire = {
-                "id": request.id, "corr": 0, "flags": 0, "timeout": 0, "priority": 0,
-                "inputs": wire_inputs, "outputs": [o.name for o in outputs], "params": {},
-            }
-        if shm_outputs:
-            wire["shm_outputs"] = shm_outputs
-        pending = _Pending(request, blocks, done, asyncio.Queue() if stream else None, classification, regions=regions)
-        return Payload(wire, batch_size, self, pending)
-
-    def _region_input(
-        self,
-        request: InferenceRequest,
-        inp: InferInput,
-        blocks: list[Block | SharedBlock],
-        regions: list[RegisteredRegion],
-    ) -> list[Any]:
-        """The wire descriptor of an input in a registered region (system: read in place by the
-        worker; CUDA: copied device→host once, into the arena)."""
-        sig = self.signature
-        ref = inp.shared_memory
-        is_bytes = not sig.itemsizes[inp.name]
-        if isinstance(ref, CudaRef):
-            if not is_bytes:
-                check_input_bytes(sig, request, inp, ref.byte_size)
-            block = self.pool.allocate(ref.byte_size)
-            blocks.append(block)
-            ref.copy_to_host(inp.name, block.view)
-            if is_bytes:
-                check_bytes_elements(sig, request, inp, block.view)
-            return [inp.name, inp.datatype, list(inp.shape), *block.descriptor]
-        assert ref is not None
-        if is_bytes:
-            check_bytes_elements(sig, request, inp, ref.region.read(ref.offset, ref.byte_size))
-        else:
-            check_input_bytes(sig, request, inp, ref.byte_size)
-        ref.region.acquire()
-        regions.append(ref.region)
-        return [inp.name, inp.datatype, list(inp.shape), *ref.descriptor]
-
     def submit(self, request: InferenceRequest, done: "Done") -> None:
         """Start one request; ``done(response, None)`` or ``done(None, error)`` is called once, later
         (or at once, for a request refused before it is queued), on the event loop.
@@ -354,7 +194,7 @@ class Model(BatcherServices):
             request.trace.expects_model = True
         self._enter()
         try:
-            payload = self._prepare(request, stream=False, done=done)
+            payload = self._staging.stage(request, False, done)
         except BaseException:
             self._leave()
             raise
@@ -387,9 +227,9 @@ class Model(BatcherServices):
         behind: those already queued and those still to come are released at once.
         """
         self._enter()
-        pending: _Pending | None = None
+        pending: PendingRequest | None = None
         try:
-            payload = self._prepare(request, stream=True)
+            payload = self._staging.stage(request, True)
             pending = payload.context
             self.scheduler.enqueue(payload)
             assert pending.queue is not None
@@ -416,59 +256,17 @@ class Model(BatcherServices):
         worker: Any,
     ) -> None:
         """Build and deliver one response for ``payload`` (see :class:`~.scheduler.base.ResponseHandler`)."""
-        pending: _Pending = payload.context
+        pending: PendingRequest = payload.context
         request = pending.request
         releases: list[list[int]] = []
-        tensors: list[OutputTensor] = []
         if error is None:
             try:
-                shm_outputs = payload.wire.get("shm_outputs")
-                resolve = self.pool.segments.resolve
-                output_reshape = self._output_reshape
-                for name, datatype, shape, seg_id, offset, nbytes, release in outputs:
-                    if release >= 0:
-                        releases.append([seg_id, release])
-                    if output_reshape is not None and name in output_reshape:  # back to the config's dims
-                        reshaped = output_reshape[name].apply(shape)
-                        if element_count(reshaped) != element_count(shape):
-                            raise TritonError(
-                                Code.INTERNAL,
-                                f"output '{name}' of model {self.label} has shape {list(shape)}, which does "
-                                f"not fit its reshape to {reshaped}",
-                            )
-                        shape = reshaped
-                    if shm_outputs and name in shm_outputs:  # written into the client's region
-                        region_id, region_offset, byte_size = shm_outputs[name]
-                        if seg_id != region_id or offset != region_offset or not 0 <= nbytes <= byte_size:
-                            raise TritonError(Code.INTERNAL, f"malformed shared-memory output '{name}' from model {self.label}")
-                        ref = next(o.shared_memory for o in request.outputs if o.name == name)
-                        tensor = OutputTensor(name, datatype, list(shape), b"", {})
-                        tensor.shared_memory_region = ref.region.name if ref is not None else ""
-                        tensors.append(tensor)
-                        continue
-                    data = resolve(seg_id, offset, nbytes)
-                    if pending.on_state is not None and name in self.state_outputs:
-                        pending.on_state(name, datatype, list(shape), bytes(data))
-                    if self._hidden_outputs and name in self._hidden_outputs:
-                        continue
-                    cuda_ref = self._cuda_output(request, name) if pending.regions else None
-                    if cuda_ref is not None:  # asked into a CUDA region: one host→device copy
-                        if nbytes > cuda_ref.byte_size:
-                            raise output_region_too_small(name, cuda_ref.byte_size, nbytes)
-                        cuda_ref.copy_from_host(name, data)
-                        tensor = OutputTensor(name, datatype, list(shape), b"", {})
-                        tensor.shared_memory_region = cuda_ref.region.name
-                        tensors.append(tensor)
-                        continue
-                    tensors.append(OutputTensor(name, datatype, shape, data, {}, (seg_id, offset, nbytes)))
-                if pending.classification:
-                    tensors = [self._classify(t, pending.classification) for t in tensors]
+                tensors = self._assembly.tensors(payload, pending, outputs, releases)
             except TritonError as exc:
                 error = exc
                 tensors = []
-            except (ValueError, TypeError) as exc:
-                error = TritonError(Code.INTERNAL, f"malformed response from model {self.label}: {exc}")
-                tensors = []
+        else:
+            tensors = []
         if final:
             payload.final = True
             pending.done_ns = time.perf_counter_ns()
@@ -503,22 +301,21 @@ class Model(BatcherServices):
         else:
             response.release()
 
-    @staticmethod
-    def _cuda_output(request: InferenceRequest, name: str) -> CudaRef | None:
-        """The CUDA-region window output ``name`` was asked into, if any."""
-        for out in request.outputs:
-            if out.name == name:
-                return out.shared_memory if isinstance(out.shared_memory, CudaRef) else None
-        return None
-
     def on_executed(self, payload: Payload) -> None:
-        """The execution of ``payload``'s batch returned: account it if its response came."""
-        pending: _Pending = payload.context
-        if payload.final and not pending.recorded:
+        """The execution of ``payload``'s batch returned: account it if its response came, or
+        the run if the backend rescheduled it (Triton 2.51 counts every run of an iterative
+        sequence's request as an inference)."""
+        pending: PendingRequest = payload.context
+        if payload.rescheduled:
+            payload.rescheduled = False
+            now = time.perf_counter_ns()
+            self._record_success(payload, now - payload.arrival_ns)
+            payload.arrival_ns = now  # queued anew for its next run, as Triton re-enqueues it
+        elif payload.final and not pending.recorded:
             self._record(payload)
 
     def _record(self, payload: Payload) -> None:
-        pending: _Pending = payload.context
+        pending: PendingRequest = payload.context
         pending.recorded = True
         trace = pending.request.trace
         if trace is not None:  # the trace extension sampled it
@@ -529,18 +326,21 @@ class Model(BatcherServices):
         if pending.error is not None:
             self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
             return
+        self._record_success(payload, request_ns)
+
+    def _record_success(self, payload: Payload, request_ns: int) -> None:
         timings = payload.timings or (0, 0, 0)
         queue_ns = payload.dispatch_ns - payload.arrival_ns if payload.dispatch_ns else 0
         self.stats.record_success(payload.batch_size, request_ns, queue_ns, timings[0], timings[1], timings[2])
 
     def _release(self, payload: Payload, worker: Any, releases: list[list[int]]) -> None:
-        pending: _Pending = payload.context
+        pending: PendingRequest = payload.context
         if releases and worker is not None:
             worker.release(releases)
         pending.open_responses -= 1
         if payload.final and pending.open_responses == 0:
             blocks, pending.blocks = pending.blocks, []
-            self._free_blocks(blocks)
+            free_blocks(self.pool, blocks)
             if pending.regions:
                 regions, pending.regions = pending.regions, []
                 for region in regions:
@@ -548,45 +348,3 @@ class Model(BatcherServices):
             if pending.leave_on_release:
                 pending.leave_on_release = False
                 self._leave()
-
-    def _free_blocks(self, blocks: list[Any]) -> None:
-        for block in blocks:
-            if isinstance(block, SharedBlock):
-                block.release()
-            else:
-                self.pool.free(block)
-
-    def _classify(self, tensor: OutputTensor, wanted: dict[str, int]) -> OutputTensor:
-        k = wanted.get(tensor.name)
-        if not k:
-            return tensor
-        dt = by_name(tensor.datatype)
-        if dt is None or dt.is_bytes:
-            raise TritonError(Code.INVALID_ARG, f"classification is not supported for output '{tensor.name}' of type BYTES")
-        array = tensor_from_buffer(dt, tensor.shape, tensor.data)
-        shape, data = classify(
-            array, k, self.signature.max_batch_size > 0, self.labels.get(tensor.name, [])
-        )
-        return OutputTensor(tensor.name, "BYTES", shape, data, dict(tensor.parameters))
-
-
-def by_name_config(config_name: str) -> str:
-    """KServe datatype name of a model-config datatype name (``TYPE_FP32`` -> ``FP32``)."""
-    dt = by_config_name(config_name)
-    return dt.name if dt is not None else "INVALID"
-
-
-_SEQUENCE_START, _SEQUENCE_END = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
-#: request parameters the server itself consumes (Triton keeps them from backends too)
-RESERVED_PARAMETERS = frozenset(
-    {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output", "headers"}
-)
-
-
-def _backend_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
-    """The request parameters a backend sees: scalars, without the ones the server consumes."""
-    return {
-        k: v
-        for k, v in parameters.items()
-        if k not in RESERVED_PARAMETERS and not k.startswith("triton_") and isinstance(v, (bool, int, float, str))
-    }

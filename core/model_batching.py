@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .memory.arena import Block
+from .input_staging import InputStaging
 from .memory.pool import SharedBlock, TensorPool
 from .request import InferenceRequest, InferInput
 from .scheduler.base import Payload
@@ -23,7 +23,7 @@ __all__ = ["BatcherServices"]
 
 class BatcherServices:
     """Mixin of :class:`~.model.Model`: needs ``pool``, ``signature``, ``name``, ``version``,
-    ``config``, ``state_outputs`` and ``_prepare`` from it."""
+    ``config``, ``state_outputs`` and its :class:`~.input_staging.InputStaging` (``_staging``)."""
 
     config: dict[str, Any]
     pool: TensorPool
@@ -31,9 +31,7 @@ class BatcherServices:
     name: str
     version: int
     state_outputs: set[str]
-
-    def _prepare(self, request: InferenceRequest, stream: bool) -> Payload:  # provided by Model
-        raise NotImplementedError
+    _staging: InputStaging
 
     def gather(self, payloads: list[Payload]) -> None:
         """Lay each input of a batch out contiguously in the arena (one block per input).
@@ -84,6 +82,18 @@ class BatcherServices:
         pending.blocks.append(block)
         payload.wire["inputs"].append([name, datatype, list(shape), *block.descriptor])
 
+    def drop_inputs(self, payload: Payload, count: int) -> None:
+        """Remove the last ``count`` inputs :meth:`add_input` gave ``payload`` (and free their blocks),
+        before a rescheduled request gets its control inputs and state again."""
+        if count <= 0:
+            return
+        pending = payload.context
+        del payload.wire["inputs"][-count:]
+        blocks = pending.blocks[-count:]
+        del pending.blocks[-count:]
+        for block in blocks:
+            self.pool.free(block)
+
     def null_payload(self, template: Payload) -> Payload:
         """A request whose inputs are zeros shaped like ``template``'s own inputs (a null request).
 
@@ -98,7 +108,7 @@ class BatcherServices:
                 count = int(np.prod(shape)) if shape else 1
                 data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
                 inputs.append(InferInput(name, datatype, list(shape), data))
-        payload = self._prepare(InferenceRequest(self.name, str(self.version), "", inputs), stream=False)
+        payload = self._staging.stage(InferenceRequest(self.name, str(self.version), "", inputs), False)
         pending = payload.context
         pending.null = True
         return payload

@@ -28,14 +28,15 @@ from .logging import log_manager
 from .memory.cuda import CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
 from .memory.shm_region import SharedMemoryManager
-from .model import Done, Model
 from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
 from .stats import configure_summaries, parse_metrics_config
 from .response import InferenceResponse
+from .servable import Done, Servable
 from .startup import check_ports, endpoint_lines, model_table, options_table
+from .tensor_metadata import tensor_metadata
 from .tracing import Tracer
 
 log = logging.getLogger("tritium.server")
@@ -195,7 +196,7 @@ class InferenceServer:
         entry = self.repository.models.get(name)
         return entry is not None and bool(entry.versions)
 
-    def model(self, name: str, version: str = "") -> Model:
+    def model(self, name: str, version: str = "") -> Servable:
         """The model that serves ``name``/``version`` ("" = highest READY version).
 
         :raises TritonError: NOT_FOUND / UNAVAILABLE with Triton's messages.
@@ -217,8 +218,8 @@ class InferenceServer:
             # Triton lists only the version asked for, or every READY version
             "versions": [str(model.version)] if version else [str(v) for v in self.repository.versions(model.name)],
             "platform": model.platform,
-            "inputs": model.tensor_metadata("input"),
-            "outputs": model.tensor_metadata("output"),
+            "inputs": tensor_metadata(model.config, "input"),
+            "outputs": tensor_metadata(model.config, "output"),
         }
 
     def model_config(self, name: str, version: str = "") -> dict[str, Any]:
@@ -284,7 +285,7 @@ class InferenceServer:
         finally:
             self._left()
 
-    def submit(self, request: InferenceRequest, done: Done, model: Any = None) -> None:
+    def submit(self, request: InferenceRequest, done: Done, model: Servable | None = None) -> None:
         """Start one request without a coroutine: ``done(response, None)`` or ``done(None, error)``
         is called once, on the event loop (at once for a request refused before it is queued).
 
@@ -306,17 +307,6 @@ class InferenceServer:
 
         self._inflight += 1
         self._idle.clear()
-        if not isinstance(model, Model):  # an ensemble, or a model behind the response cache
-            def settle(task: asyncio.Task[InferenceResponse]) -> None:
-                if task.cancelled():
-                    finished(None, TritonError(Code.UNAVAILABLE, "Server is stopping, request cancelled"))
-                elif task.exception() is not None:
-                    finished(None, task.exception())
-                else:
-                    finished(task.result(), None)
-
-            asyncio.get_running_loop().create_task(model.infer(request)).add_done_callback(settle)
-            return
         try:
             model.submit(request, finished)
         except BaseException:

@@ -462,6 +462,15 @@ class _RequestState:
             None  # not decoupled: a response sent without the final flag
         )
 
+    def reschedule(self) -> None:
+        """Release the request for another run (no final response) unless it is complete."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.pending = None
+            self.request.reschedule()
+
     def finish_with_error(self, message: str) -> None:
         """Send a final error response unless the request is already complete."""
         with self.lock:
@@ -574,6 +583,7 @@ class InferenceRequest:
         "_model_name",
         "_model_version",
         "_parameters",
+        "_release_flags",
         "_request_id",
         "_requested",
         "_sender",
@@ -620,6 +630,7 @@ class InferenceRequest:
         self._requested: list[str] = [str(n) for n in names]
         self._state: _RequestState | None = None
         self._sender: InferenceResponseSender | None = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     @classmethod
     def _incoming(cls, request: Any, context: InstanceContext) -> InferenceRequest:
@@ -640,6 +651,7 @@ class InferenceRequest:
         self._requested = list(request.requested_output_names) or context.output_names
         self._state = _RequestState(request, context)
         self._sender = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         return self
 
     # -- what models read ------------------------------------------------------------------
@@ -697,11 +709,15 @@ class InferenceRequest:
         return False
 
     def set_release_flags(self, flags: int) -> None:
-        """Only ``TRITONSERVER_REQUEST_RELEASE_ALL`` (the default) is supported."""
-        if int(flags) & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException(
-                "request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) is not supported by tritium"
-            )
+        """How the request is released when execute returns: ``TRITONSERVER_REQUEST_RELEASE_ALL``
+        (the default) or ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: run it again (a model with
+        ``sequence_batching { iterative_sequence: true }``; any other model's request fails). A
+        model that is not decoupled returns None for a request it reschedules; a decoupled one
+        sends no final response in that run."""
+        self._release_flags = int(flags)
+
+    def _rescheduled(self) -> bool:
+        return bool(self._release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
 
     def trace(self) -> InferenceTrace:
         """A placeholder trace (tritium does not trace BLS requests)."""

@@ -433,8 +433,18 @@ def _in_background(
                 + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
                 "function must return None.",
             )
+            return
+        _release(pb_requests)
 
     future.add_done_callback(done)
+
+
+def _release(pb_requests: Sequence[c_utils.InferenceRequest]) -> None:
+    """After execute: the requests the model rescheduled (``set_release_flags``) go back to run again."""
+    for pb_request in pb_requests:
+        if pb_request._rescheduled():
+            assert pb_request._state is not None
+            pb_request._state.reschedule()
 
 
 def _answer(
@@ -449,6 +459,8 @@ def _answer(
                 + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
                 "function must return None.",
             )
+            return
+        _release(pb_requests)
         return
     if result is None:  # fine when every request was answered through its response sender
         _fail(
@@ -470,7 +482,15 @@ def _answer(
             f"InferenceRequest(s) size is:{len(pb_requests)}, and InferenceResponse(s) size is:{len(result)}\n",
         )
         return
-    for response in result:
+    for pb_request, response in zip(pb_requests, result):
+        if pb_request._rescheduled() and response is not None:  # Triton's words
+            _fail(
+                pb_requests,
+                prefix
+                + "Expected a None object in the execute function return list for reschduled request, "
+                f"found type '{type(response)}'.",
+            )
+            return
         if response is not None and not isinstance(response, c_utils.InferenceResponse):
             _fail(
                 pb_requests,
@@ -484,6 +504,9 @@ def _answer(
         assert state is not None
         with state.lock:
             if state.closed:  # answered through its response sender already
+                continue
+            if pb_request._rescheduled():
+                state.reschedule()
                 continue
             if response is None:
                 state.closed = True

@@ -168,6 +168,8 @@ class ResponseSink(Protocol):
 
     def output_buffer(self, request: "Request", datatype: str, shape: Sequence[int]) -> np.ndarray: ...
 
+    def reschedule(self, request: "Request") -> None: ...
+
 
 class Request:
     """One inference request in a batch given to ``TRITONBACKEND_ModelInstanceExecute``.
@@ -278,9 +280,29 @@ class Request:
             self._final_sent = True
         self._sink.send_response(self, outputs, error, parameters, final)
 
+    def reschedule(self) -> None:
+        """Release the request to run again (``TRITONBACKEND_RequestRelease`` with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``), instead of its final response.
+
+        Only a model with ``sequence_batching { iterative_sequence: true }``
+        reschedules: the sequence batcher runs the same request again, next in
+        its sequence, with its sequence flags cleared (0). Any other model
+        answers the request with an error (``Request is released with
+        TRITONSERVER_REQUEST_RELEASE_RESCHEDULE ...``). A decoupled model may
+        have sent responses without the final flag first; a model that is not
+        decoupled sends none in a run it reschedules. After this call the
+        request is :attr:`completed` for this execution.
+
+        :raises TritonError: INTERNAL when the request already received its final response.
+        """
+        if self._final_sent:
+            raise TritonError(Code.INTERNAL, f"request '{self.id}' already received its final response")
+        self._final_sent = True
+        self._sink.reschedule(self)
+
     @property
     def completed(self) -> bool:
-        """True once the final response was sent."""
+        """True once the final response was sent (or the request was rescheduled)."""
         return self._final_sent
 
     def __repr__(self) -> str:

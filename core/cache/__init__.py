@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError
 from ..request import InferenceRequest
 from ..response import InferenceResponse
+from ..servable import Done, Servable, submit_as_task
 from .base import CacheEntry, ResponseCache, request_key
 from .local import LocalCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..stats import ModelStats
+    from ..validation import ModelSignature
 
 log = logging.getLogger("tritium.cache")
 
@@ -131,7 +136,8 @@ def check_cacheable(config: Mapping[str, Any]) -> bool:
 
 
 class CachedModel:
-    """A model version behind the response cache; everything but inference is the model's own.
+    """A model version behind the response cache: a :class:`~tritium.core.servable.Servable` whose
+    requests go to the cache first; everything but inference is the model's own.
 
     :param model: the model version (a :class:`~tritium.core.model.Model` or an ensemble).
     :param cache: the server's cache.
@@ -139,17 +145,78 @@ class CachedModel:
 
     cache_enabled = True
 
-    def __init__(self, model: Any, cache: ResponseCache) -> None:
+    def __init__(self, model: Servable, cache: ResponseCache) -> None:
         self._model = model
         self._cache = cache
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
     @property
-    def model(self) -> Any:
+    def model(self) -> Servable:
         """The model behind the cache."""
         return self._model
+
+    # -- the model's own ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    @property
+    def version(self) -> int:
+        return self._model.version
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._model.config
+
+    @property
+    def signature(self) -> ModelSignature:
+        return self._model.signature
+
+    @property
+    def decoupled(self) -> bool:
+        return self._model.decoupled
+
+    @property
+    def stats(self) -> ModelStats:
+        return self._model.stats
+
+    @property
+    def instances(self) -> Sequence[Any]:
+        return self._model.instances
+
+    @property
+    def label(self) -> str:
+        return self._model.label
+
+    @property
+    def platform(self) -> str:
+        return self._model.platform
+
+    @property
+    def ready(self) -> bool:
+        return self._model.ready
+
+    @property
+    def active(self) -> int:
+        return self._model.active
+
+    @property
+    def scheduler(self) -> Any:
+        """The model's scheduler (read by the metrics collector; prefer :meth:`pending_count`)."""
+        return getattr(self._model, "scheduler")
+
+    def pending_count(self) -> int:
+        return self._model.pending_count()
+
+    async def drain(self, timeout: float) -> bool:
+        return await self._model.drain(timeout)
+
+    async def unload(self) -> None:
+        await self._model.unload()
+
+    # -- inference through the cache -------------------------------------------------------------------
+    def submit(self, request: InferenceRequest, done: Done) -> None:
+        """Start one request (:meth:`infer` as a task); ``done`` is called once, on the event loop."""
+        submit_as_task(self.infer, request, done)
 
     async def _lookup(self, request: InferenceRequest) -> tuple[bytes | None, InferenceResponse | None, int]:
         start = time.perf_counter_ns()

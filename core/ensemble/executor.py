@@ -28,12 +28,15 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError
 from ..request import InferenceRequest, InferInput
 from ..response import InferenceResponse, OutputTensor
 from .validation import Step, step_version
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..servable import Servable
 
 __all__ = ["EnsembleRun", "Value"]
 
@@ -72,7 +75,7 @@ class EnsembleRun:
         name: str,
         steps: list[Step],
         outputs: list[str],
-        lookup: Callable[[str, str], Any],
+        lookup: Callable[[str, str], Servable],
         request: InferenceRequest,
     ) -> None:
         self.name = name

@@ -1,9 +1,8 @@
 """An ensemble model version: a model whose "backend" is the core running its steps.
 
-``EnsembleModel`` offers what the server and the frontends use of a
-:class:`~tritium.core.model.Model` (name, version, config, readiness,
-metadata, statistics, ``infer`` / ``infer_stream``) without any worker of
-its own. Each request is checked against the ensemble's config, then run by
+``EnsembleModel`` is a :class:`~tritium.core.servable.Servable` (name,
+version, config, readiness, statistics, ``submit`` / ``infer`` /
+``infer_stream``) without any worker of its own. Each request is checked against the ensemble's config, then run by
 an :class:`~.executor.EnsembleRun` whose steps call the composing models'
 own request paths in-process (the route the BLS router takes too), so each
 composing model counts its requests in its own statistics.
@@ -24,27 +23,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ..classification import classify_output
 from ..errors import Code, TritonError
 from ..memory.staging import deliver_output, stage_input
-from ..model import Model
 from ..request import InferenceRequest
 from ..response import InferenceResponse
+from ..servable import Done, Servable, is_decoupled, model_label, platform_of, submit_as_task
 from ..stats import ModelStats
 from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 from .executor import EnsembleRun
 from .validation import step_version, steps_of
 
 __all__ = ["EnsembleModel"]
-
-
-class _NoScheduler:
-    """What the metrics read of a model's scheduler: nothing queues in an ensemble itself."""
-
-    def __init__(self) -> None:
-        self.inflight = 0
-
-    def inflight_count(self) -> int:
-        return self.inflight
 
 
 class EnsembleModel:
@@ -59,36 +49,46 @@ class EnsembleModel:
     :param labels: class labels per output name (``label_filename``), for the classification extension.
     """
 
-    #: the classification extension on an ensemble output, exactly as on any model's
-    _classify = Model._classify
-
     def __init__(
         self,
         name: str,
         version: int,
         path: str,
         config: dict[str, Any],
-        lookup: Callable[[str, str], Any],
+        lookup: Callable[[str, str], Servable],
         labels: dict[str, list[str]] | None = None,
     ) -> None:
         self.name = name
         self.version = version
         self.path = path
         self.config = config
+        #: ``'name' version N`` for messages; what model metadata reports as ``platform`` (``ensemble``)
+        self.label = model_label(name, version)
+        self.platform = platform_of(config)
         self.lookup = lookup
         self.signature = ModelSignature(name, config)
         self.steps = steps_of(config)
         self.outputs = [str(o["name"]) for o in config.get("output", [])]
-        self.decoupled = bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+        self.decoupled = is_decoupled(config)
         self.stats = ModelStats(name, version)
-        self.scheduler = _NoScheduler()
-        self.instances: list[Any] = []
+        self.instances: list[Any] = []  # no instance of its own
         self.labels: dict[str, list[str]] = labels or {}
         self._stopping = False
+        self._inflight = 0  # requests running through the steps
 
-    #: ``'name' version N`` for messages; ``platform`` is the config's (``ensemble``), as any model's
-    label = Model.label
-    platform = Model.platform
+    @property
+    def scheduler(self) -> EnsembleModel:
+        """The ensemble itself: it has no scheduler, and nothing queues in it. Kept for the metrics
+        collector, which reads ``model.scheduler.inflight_count()`` (use :meth:`pending_count`)."""
+        return self
+
+    def inflight_count(self) -> int:
+        """Requests running through the steps (what the metrics collector reads as pending)."""
+        return self._inflight
+
+    def pending_count(self) -> int:
+        """Triton's pending-request gauge of an ensemble: its requests running through the steps."""
+        return self._inflight
 
     @property
     def ready(self) -> bool:
@@ -103,9 +103,6 @@ class EnsembleModel:
                 return False
         return True
 
-    #: inputs or outputs as model metadata lists them, exactly as any model's
-    tensor_metadata = Model.tensor_metadata
-
     async def unload(self) -> None:
         """Stop taking requests (the composing models are unloaded on their own)."""
         self._stopping = True
@@ -113,7 +110,7 @@ class EnsembleModel:
     @property
     def active(self) -> int:
         """Requests accepted and not yet answered."""
-        return self.scheduler.inflight
+        return self._inflight
 
     async def drain(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until no request is in flight; return whether it happened.
@@ -121,7 +118,7 @@ class EnsembleModel:
         Called by the repository once this version gets no new requests (live reload, unload).
         """
         deadline = time.monotonic() + timeout
-        while self.scheduler.inflight:
+        while self._inflight:
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(0.01)
@@ -145,10 +142,17 @@ class EnsembleModel:
     def _deliver(self, tensor: Any, wanted: dict[str, int], regions: dict[str, Any]) -> Any:
         """An ensemble output as the client asked for it: classified, or written into its region."""
         if tensor.name in wanted:
-            return self._classify(tensor, wanted)
+            return classify_output(
+                tensor, wanted[tensor.name], self.signature.max_batch_size > 0, self.labels.get(tensor.name, ())
+            )
         if tensor.name in regions:
             return deliver_output(regions[tensor.name], tensor)
         return tensor
+
+    def submit(self, request: InferenceRequest, done: Done) -> None:
+        """Start one request (:meth:`infer` as a task); ``done(response, None)`` or ``done(None, error)``
+        is called once, on the event loop."""
+        submit_as_task(self.infer, request, done)
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         """Run one request through the steps and return the ensemble's single response.
@@ -191,7 +195,7 @@ class EnsembleModel:
         regions = {o.name: o.shared_memory for o in request.outputs if o.shared_memory is not None}
         for ref in regions.values():
             ref.region.acquire()  # it stays open until the response is written, even if unregistered
-        self.scheduler.inflight += 1
+        self._inflight += 1
         pending: InferenceResponse | None = None
         ok = False
         responses = run.responses()
@@ -218,7 +222,7 @@ class EnsembleModel:
                 return
             ok = True
         finally:
-            self.scheduler.inflight -= 1
+            self._inflight -= 1
             for ref in regions.values():
                 ref.region.release()
             await responses.aclose()  # cancels the steps still running when the caller went away

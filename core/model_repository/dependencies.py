@@ -4,21 +4,29 @@ Ensembles (``platform: "ensemble"``) name their composing models in
 ``ensemble_scheduling.step[].model_name``. The repository manager loads
 composing models before the ensembles that use them and, as Triton's
 dependency graph does, unloads or re-checks an ensemble when one of its
-composing models goes away or changes. Pure functions; no I/O beyond
-reading a config file.
+composing models goes away or changes. The functions are pure (no I/O
+beyond reading a config file); :class:`EnsembleDependencies`, a base of the
+repository manager, applies those rules to its models. Runs on the core's
+event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..errors import TritonError
 from ..model_config import normalize
 from ..model_config.parser import read_config_file
+from .lifecycle import ModelEntry
 from .repository import ModelSource
 
-__all__ = ["closure", "composing_of", "composing_of_source", "load_layers", "users"]
+log = logging.getLogger("tritium.repository")
+
+__all__ = ["EnsembleDependencies", "closure", "composing_of", "composing_of_source", "load_layers", "users"]
 
 
 def composing_of(config: mc.ModelConfig | None) -> frozenset[str]:
@@ -74,3 +82,92 @@ def closure(names: Iterable[str], composing: Callable[[str], Iterable[str]]) -> 
 def users(name: str, composing: Mapping[str, Iterable[str]]) -> list[str]:
     """The ensembles (by name, sorted) whose steps use ``name`` directly."""
     return sorted(e for e, parts in composing.items() if name in parts)
+
+
+class EnsembleDependencies:
+    """Triton's ensemble dependency rules over the manager's models (a base of the repository manager).
+
+    Needs from the manager: ``models`` (name -> :class:`~.lifecycle.ModelEntry`),
+    ``_scan()``, ``_read_config(source, override)``, ``_load_logged(source,
+    override, explicit)`` and ``_unload_entry(entry)``.
+    """
+
+    models: dict[str, ModelEntry]
+
+    async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
+        raise NotImplementedError
+
+    def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
+        raise NotImplementedError
+
+    async def _load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
+        raise NotImplementedError
+
+    def _unload_entry(self, entry: ModelEntry) -> None:
+        raise NotImplementedError
+
+    async def _load_composing(self, source: ModelSource, override: str | None) -> None:
+        """Load the composing models of ensemble ``source`` that do not serve yet (not explicitly, as Triton)."""
+        try:
+            config = await asyncio.to_thread(self._read_config, source, override)
+        except TritonError:
+            return  # the ensemble's own load reports it
+        parts = composing_of(config)
+        if not parts:
+            return
+        sources, _ = await self._scan()
+        needed = closure(parts, lambda n: composing_of_source(sources[n]) if n in sources else ())
+        missing = [
+            sources[n]
+            for n in sorted(needed - {source.name})
+            if n in sources and not (n in self.models and self.models[n].serving)
+        ]
+        for layer in load_layers(missing):  # a failure shows in the ensemble's own check
+            await asyncio.gather(*(self._load_logged(src, explicit=False) for src in layer))
+
+    def _unload_users(self, name: str) -> None:
+        """Unload the ensembles that use ``name`` (gone or no longer fitting); they wait for it to load again."""
+        for user in users(name, {n: e.composing for n, e in self.models.items() if e.serving}):
+            entry = self.models[user]
+            log.error(
+                "Invalid argument: ensemble %s contains models that are not available or ambiguous: %s", user, name
+            )
+            entry.waiting = True
+            self._unload_entry(entry)
+            self._unload_users(user)
+
+    def _unload_parts(self, entry: ModelEntry) -> None:
+        """``unload_dependents``: unload ``entry``'s composing models loaded only for ensembles now unloaded."""
+        for part in sorted(entry.composing):
+            composing = self.models.get(part)
+            in_use = {p for e in self.models.values() if e.serving for p in e.composing}
+            if composing is None or composing.explicit or not composing.serving or part in in_use:
+                continue
+            self._unload_entry(composing)
+            self._unload_parts(composing)
+
+    async def _refresh_users(self, name: str, seen: set[str] | None = None) -> None:
+        """After ``name`` (re)loaded: re-check the ensembles that use it, and load those waiting for it."""
+        seen = set() if seen is None else seen
+        seen.add(name)
+        candidates = {n: e.composing for n, e in self.models.items() if e.serving or e.waiting}
+        for user in users(name, candidates):
+            entry = self.models[user]
+            if user in seen or entry.source is None:
+                continue
+            seen.add(user)
+            if await self._load_logged(entry.source, entry.override, explicit=entry.explicit):
+                await self._refresh_users(user, seen)
+
+    def _ensemble_failed(
+        self, entry: ModelEntry, source: ModelSource, override: str | None, mark: Any, exc: TritonError
+    ) -> None:
+        """An ensemble that does not fit its composing models: as Triton, it stops serving and waits for them."""
+        entry.source, entry.override, entry.fingerprint, entry.waiting = source, override, mark, True
+        reason = f"{exc.code.text}: {exc.message}"
+        log.error("failed to load '%s': %s", entry.name, reason)
+        if entry.serving:
+            self._unload_entry(entry)
+            self._unload_users(entry.name)
+        elif not entry.versions:
+            entry.reason = reason

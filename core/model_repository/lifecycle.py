@@ -1,163 +1,146 @@
-"""One model version's load: config path checks, instances, warmup; and what poll mode compares.
+"""The lifecycle of a model version as one state machine: Triton's states, the allowed moves, and why each happens.
 
-:func:`load_version` checks the backend against the server's composition
-(``build.py``), starts a version's instances (through
-:func:`~tritium.core.model_loading.load_model`), runs its ``model_warmup`` samples and
-returns it ready to serve; the repository manager decides when it becomes
-visible. Runs on the core's event loop.
+A version's :class:`VersionStatus` starts ``UNKNOWN`` and changes state only
+through :meth:`VersionStatus.move`, which refuses (with
+:class:`TransitionRefused`) any move that :data:`TRANSITIONS` does not list.
+Its ``reason`` is what ``POST /v2/repository/index`` reports for a version
+that is not READY: the load error (``Invalid argument: ...``) or
+:data:`UNLOADED` (``unloaded``). :class:`ModelEntry` is the repository's
+record of one model name: its versions and why the model as a whole is
+unavailable. The repository manager drives the moves; nothing here does I/O.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import logging
-import os
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ...proto import model_config_pb2 as mc
-from ..composition import check_backend
-from ..errors import Code, TritonError
-from ..memory.pool import TensorPool
-from ..model import Model
-from ..model_loading import load_model
-from ..model_config import normalize
-from ..model_config.parser import config_from_dict, config_to_dict
-from ..model_instance import InstanceOptions
-from ..progress import still_running
-from ..options import ServerOptions
-from ..warmup import run_warmup
-from ..worker.environment import resolve_environment
-from .paths import check_model_name, check_relative_file
-from .repository import ModelSource, read_labels
+if TYPE_CHECKING:  # pragma: no cover
+    from ..servable import Servable
+    from .repository import ModelSource
 
-log = logging.getLogger("tritium.repository")
-
-__all__ = ["fingerprint", "check_config_paths", "load_version", "execute_timeout", "backend_settings"]
+__all__ = [
+    "ModelState",
+    "TRANSITIONS",
+    "TransitionRefused",
+    "VersionStatus",
+    "ModelEntry",
+    "UNLOADED",
+    "NOT_LOADED",
+]
 
 
-def fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
-    """What poll mode compares to see a model folder changed: every folder, and every file's path, size and mtime."""
-    out = []
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        out.extend((os.path.relpath(os.path.join(folder, d), path) + "/", 0, 0) for d in dirs)
-        for name in sorted(files):
-            full = os.path.join(folder, name)
-            try:
-                st = os.stat(full)
-            except OSError:
-                continue
-            out.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
-    return tuple(out)
+class ModelState:
+    """Triton's model version states, as the repository index names them."""
+
+    UNKNOWN = "UNKNOWN"
+    LOADING = "LOADING"
+    READY = "READY"
+    UNLOADING = "UNLOADING"
+    UNAVAILABLE = "UNAVAILABLE"
 
 
-def check_config_paths(config: mc.ModelConfig, model_path: Path) -> None:
-    """Refuse ``default_model_filename`` / ``runtime`` values that leave the model folder, and bad step names.
+#: the reason of a version unloaded on purpose (unload request, reload dropping it, shutdown);
+#: strict readiness does not count such a version
+UNLOADED = "unloaded"
+#: the reason the index gives for a model never asked for (explicit mode)
+NOT_LOADED = "not loaded"
 
-    :raises TritonError: INVALID_ARG naming the field.
+_S = ModelState
+#: every allowed move ``(from, to)``, and why it happens
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (_S.UNKNOWN, _S.LOADING): "a load of the version started",
+    (_S.UNKNOWN, _S.UNAVAILABLE): "a reload's version policy no longer selects the version (reason: unloaded)",
+    (_S.LOADING, _S.READY): "its instances started and its warmup ran: it takes requests",
+    (_S.LOADING, _S.UNAVAILABLE): "its load failed (reason: the error), or it was unloaded while loading",
+    (_S.READY, _S.UNLOADING): "unloaded, replaced by a reload, or shut down: no new requests, in-flight ones drain",
+    (_S.READY, _S.UNAVAILABLE): "another version of the same load failed (all or nothing, as Triton), or shut down",
+    (_S.UNLOADING, _S.UNAVAILABLE): "its requests drained and its instances stopped (reason: unloaded)",
+    (_S.UNAVAILABLE, _S.UNAVAILABLE): "a version that had failed to load was unloaded (reason: unloaded)",
+}
+
+
+class TransitionRefused(RuntimeError):
+    """A move that :data:`TRANSITIONS` does not allow (a bug in the caller, not a client's error)."""
+
+
+@dataclass(slots=True)
+class VersionStatus:
+    """One version's state, why it is in it, and the servable once loaded.
+
+    :ivar version: the version number.
+    :ivar state: one of :class:`ModelState` (change it with :meth:`move` only).
+    :ivar reason: why it is not READY (empty for LOADING, READY and UNLOADING).
+    :ivar model: the loaded version while it serves (READY) or drains.
     """
-    check_relative_file(model_path, config.default_model_filename, "default_model_filename")
-    check_relative_file(model_path, config.runtime, "runtime")
-    for step in config.ensemble_scheduling.step:
-        check_model_name(step.model_name, "ensemble step model_name")
+
+    version: int
+    state: str = ModelState.UNKNOWN
+    reason: str = ""
+    model: Servable | None = None
+
+    def move(self, to: str, reason: str = "") -> None:
+        """Go to state ``to`` with ``reason``.
+
+        :raises TransitionRefused: for a move :data:`TRANSITIONS` does not list.
+        """
+        if (self.state, to) not in TRANSITIONS:
+            raise TransitionRefused(f"version {self.version}: {self.state} -> {to} is not a lifecycle transition")
+        self.state, self.reason = to, reason
+
+    @classmethod
+    def loading(cls, version: int) -> VersionStatus:
+        """A version whose load starts now (LOADING)."""
+        status = cls(version)
+        status.move(ModelState.LOADING)
+        return status
+
+    @classmethod
+    def unloaded(cls, version: int) -> VersionStatus:
+        """A version a reload no longer selects (UNAVAILABLE, ``unloaded``)."""
+        status = cls(version)
+        status.move(ModelState.UNAVAILABLE, UNLOADED)
+        return status
+
+    @property
+    def unloaded_on_purpose(self) -> bool:
+        """UNLOADING, or UNAVAILABLE because it was unloaded (not because it failed)."""
+        return self.state == ModelState.UNLOADING or (
+            self.state == ModelState.UNAVAILABLE and self.reason == UNLOADED
+        )
+
+    @property
+    def failed(self) -> bool:
+        """UNAVAILABLE because its load failed (it holds no model)."""
+        return self.model is None and self.state == ModelState.UNAVAILABLE and self.reason != UNLOADED
 
 
-async def load_version(
-    name: str,
-    version: int,
-    source: ModelSource,
-    config: mc.ModelConfig,
-    gpus: Any,
-    server_options: ServerOptions,
-    instance_options: InstanceOptions,
-    pool: TensorPool,
-) -> Model:
-    """Start one version's instances, run its warmup, and return it ready to serve.
+@dataclass(slots=True)
+class ModelEntry:
+    """A model name known to the repository manager.
 
-    :raises TritonError: why the version cannot load (its instances are stopped).
+    :ivar versions: its versions (empty when the model failed before any
+        version could load, e.g. a config that does not parse).
+    :ivar reason: why the model as a whole is unavailable, if it is.
+    :ivar explicit: loaded because it was asked for (start-up list, load
+        request, poll), not only as a composing model of an ensemble.
+    :ivar composing: the models its config's ensemble steps use (empty for other models).
+    :ivar waiting: an ensemble taken down because a composing model went away
+        or no longer fits; it loads again when its composing models (re)load.
+    :ivar override: the JSON config it was loaded with, if a load request gave one.
     """
-    log.info("loading: %s:%d", name, version)
-    settings = {
-        "backend": config.backend,
-        "model_name": name,
-        "version": version,
-        "model_path": str(source.path),
-        "backend_directory": server_options.backend_directory,
-        "backend_config": backend_settings(server_options, config.backend),
-        "runtime": config.runtime,
-        "log_verbose": server_options.log_verbose,
-    }
 
-    def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:
-        if not final:
-            return completed
-        checked = normalize.finalize(config_from_dict(completed, f"the configuration of model '{name}'"), name, gpus)
-        return config_to_dict(checked)
+    name: str
+    source: ModelSource | None
+    versions: dict[int, VersionStatus] = field(default_factory=dict)
+    reason: str = ""
+    fingerprint: tuple[tuple[str, int, int], ...] | None = None
+    explicit: bool = True
+    composing: frozenset[str] = frozenset()
+    waiting: bool = False
+    override: str | None = None
 
-    async with still_running(log, f"loading '{name}' version {version}"):
-        config = normalize.instance_groups(config, gpus)
-        environment = await asyncio.to_thread(
-            resolve_environment, name, source.path, source.repository, config_to_dict(config)
-        )
-        options = dataclasses.replace(
-            instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
-        )
-        if environment is not None:
-            options = dataclasses.replace(options, python=environment.python, env=environment.env)
-        check_backend(
-            server_options.composition, name, config.backend, source.path, version,
-            server_options.backend_directory, config.runtime,
-        )
-        model = await load_model(
-            name,
-            version,
-            str(source.path),
-            config_to_dict(config),
-            settings,
-            server_options.auto_complete,
-            finish,
-            lambda cfg: read_labels(source.path, cfg),
-            pool,
-            options,
-        )
-        if model.config.get("model_warmup"):
-            try:
-                await run_warmup(model, source.path)
-            except BaseException:
-                await model.unload()
-                raise
-    return model
-
-
-def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
-    """Seconds a batch may execute before its worker is killed and restarted (0: no limit).
-
-    The model config parameter ``execute_timeout_seconds`` wins over the backend setting
-    ``--backend-config=<backend>,execute-timeout-seconds=N``.
-
-    :raises TritonError: INVALID_ARG for a value that is not a non-negative number.
-    """
-    text = backend_config.get("execute-timeout-seconds", "0")
-    if "execute_timeout_seconds" in config.parameters:
-        text = config.parameters["execute_timeout_seconds"].string_value
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
-    return value
-
-
-def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
-    """The backend configuration Triton gives a backend: defaults, then global, then its own settings."""
-    settings = {
-        "auto-complete-config": "true" if options.auto_complete else "false",
-        "backend-directory": options.backend_directory,
-        "default-max-batch-size": "4",
-    }
-    settings.update(options.backend_config.get("", {}))
-    settings.update(options.backend_config.get(backend, {}))
-    return settings
+    @property
+    def serving(self) -> bool:
+        """True while some version of it takes requests."""
+        return any(s.model is not None for s in self.versions.values())

@@ -10,13 +10,11 @@ event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Code, TritonError, clip
-from ..model import Model, ModelState
-
-if TYPE_CHECKING:
-    from .manager import ModelEntry
+from ..servable import Servable
+from .lifecycle import ModelEntry, ModelState
 
 __all__ = ["ModelLookups"]
 
@@ -38,7 +36,7 @@ class ModelLookups:
                     out.append(f"{entry.name} version {status.version}: {status.reason}")
         return out
 
-    def get(self, name: str, version: str = "") -> Model:
+    def get(self, name: str, version: str = "") -> Servable:
         """The model serving requests for ``name`` (and ``version``; "" = highest READY version).
 
         :raises TritonError: NOT_FOUND or UNAVAILABLE with Triton's messages.
@@ -89,15 +87,13 @@ class ModelLookups:
         """
         for entry in self.models.values():
             for status in entry.versions.values():
-                if status.state == ModelState.UNLOADING or (
-                    status.state == ModelState.UNAVAILABLE and status.reason == "unloaded"
-                ):
-                    continue  # unloaded on purpose
+                if status.unloaded_on_purpose:
+                    continue
                 if status.state != ModelState.READY or status.model is None or not status.model.ready:
                     return False
         return True
 
-    def loaded_models(self) -> list[Model]:
+    def loaded_models(self) -> list[Servable]:
         """Every READY model version, by name then version."""
         out = []
         for name in sorted(self.models):

@@ -13,39 +13,39 @@ models and are checked against them; loading an ensemble (explicit mode)
 loads its composing models too; unloading a composing model unloads the
 ensembles that use it, and loading it again brings them back; reloading a
 composing model re-checks its ensembles; ``unload_dependents`` on an
-ensemble also unloads the composing models that were loaded only for it.
+ensemble also unloads the composing models that were loaded only for it
+(:mod:`.dependencies`). Every change of a version's state is a move of the
+:mod:`.lifecycle` state machine; loading itself is :mod:`.loading`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...proto import model_config_pb2 as mc
-from ..cache import CachedModel, ResponseCache, check_cacheable
+from ..cache import ResponseCache
 from ..devices import gpu_ids
-from ..ensemble import EnsembleModel, check_composing, check_scheduling
+from ..ensemble import EnsembleModel
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model, ModelState
 from ..model_config import normalize
-from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..options import ServerOptions
-from .dependencies import closure, composing_of, composing_of_source, load_layers, users
-from .lifecycle import check_config_paths, fingerprint, load_version
+from ..scheduler.rate_limiter import RateLimiter
+from ..servable import Servable
+from .dependencies import EnsembleDependencies, closure, composing_of, composing_of_source, load_layers
+from .lifecycle import NOT_LOADED, UNLOADED, ModelEntry, ModelState, VersionStatus
+from .loading import behind_cache, check_config_paths, client_places, ensemble_config, load_version, read_model_config
 from .lookups import ModelLookups
 from .paths import check_model_name, redact_paths
 from .remote import RemoteRepository, is_remote
-from ..scheduler.rate_limiter import RateLimiter
-from .repository import ModelSource, read_labels, scan, versions_to_load
+from .repository import ModelSource, fingerprint, read_labels, scan, versions_to_load
 from .uploads import ALLOW_FLAG, write_upload
 
 log = logging.getLogger("tritium.repository")
@@ -53,48 +53,7 @@ log = logging.getLogger("tritium.repository")
 __all__ = ["ModelEntry", "ModelRepositoryManager", "VersionStatus"]
 
 
-@dataclass(slots=True)
-class VersionStatus:
-    """State of one version: READY / LOADING / UNLOADING / UNAVAILABLE, and why."""
-
-    version: int
-    state: str = ModelState.LOADING
-    reason: str = ""
-    model: Model | None = None
-
-
-@dataclass(slots=True)
-class ModelEntry:
-    """A model name known to the manager.
-
-    :ivar versions: its versions (empty when the model failed before any
-        version could load, e.g. a config that does not parse).
-    :ivar reason: why the model as a whole is unavailable, if it is.
-    :ivar explicit: loaded because it was asked for (start-up list, load
-        request, poll), not only as a composing model of an ensemble.
-    :ivar composing: the models its config's ensemble steps use (empty for other models).
-    :ivar waiting: an ensemble taken down because a composing model went away
-        or no longer fits; it loads again when its composing models (re)load.
-    :ivar override: the JSON config it was loaded with, if a load request gave one.
-    """
-
-    name: str
-    source: ModelSource | None
-    versions: dict[int, VersionStatus] = field(default_factory=dict)
-    reason: str = ""
-    fingerprint: tuple[tuple[str, int, int], ...] | None = None
-    explicit: bool = True
-    composing: frozenset[str] = frozenset()
-    waiting: bool = False
-    override: str | None = None
-
-    @property
-    def serving(self) -> bool:
-        """True while some version of it takes requests."""
-        return any(s.model is not None for s in self.versions.values())
-
-
-class ModelRepositoryManager(ModelLookups):
+class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
     """Loads, reloads and unloads the models of the repositories; answers which model serves a request.
 
     Model control modes (``options.model_control_mode``): ``none`` loads
@@ -200,13 +159,12 @@ class ModelRepositoryManager(ModelLookups):
         for entry in self.models.values():
             for status in entry.versions.values():
                 if status.model is not None:
-                    status.state = ModelState.UNLOADING
+                    status.move(ModelState.UNLOADING)
         await asyncio.gather(*(m.unload() for m in models), *list(self._retiring), return_exceptions=True)
         for entry in self.models.values():
             for status in entry.versions.values():
                 status.model = None
-                status.state = ModelState.UNAVAILABLE
-                status.reason = "unloaded"
+                status.move(ModelState.UNAVAILABLE, UNLOADED)
         for folder in self._uploads.values():
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -263,25 +221,6 @@ class ModelRepositoryManager(ModelLookups):
                 shutil.rmtree(old, ignore_errors=True)
         await self._refresh_users(name)
 
-    async def _load_composing(self, source: ModelSource, override: str | None) -> None:
-        """Load the composing models of ensemble ``source`` that do not serve yet (not explicitly, as Triton)."""
-        try:
-            config = await asyncio.to_thread(self._read_config, source, override)
-        except TritonError:
-            return  # the ensemble's own load reports it
-        parts = composing_of(config)
-        if not parts:
-            return
-        sources, _ = await self._scan()
-        needed = closure(parts, lambda n: composing_of_source(sources[n]) if n in sources else ())
-        missing = [
-            sources[n]
-            for n in sorted(needed - {source.name})
-            if n in sources and not (n in self.models and self.models[n].serving)
-        ]
-        for layer in load_layers(missing):  # a failure shows in the ensemble's own check
-            await asyncio.gather(*(self._load_logged(src, explicit=False) for src in layer))
-
     async def unload(self, name: str, unload_dependents: bool = False) -> None:
         """``POST /v2/repository/models/<name>/unload``: stop serving ``name``.
 
@@ -306,40 +245,6 @@ class ModelRepositoryManager(ModelLookups):
         self._unload_users(name)
         if unload_dependents:
             self._unload_parts(entry)
-
-    def _unload_users(self, name: str) -> None:
-        """Unload the ensembles that use ``name`` (gone or no longer fitting); they wait for it to load again."""
-        for user in users(name, {n: e.composing for n, e in self.models.items() if e.serving}):
-            entry = self.models[user]
-            log.error(
-                "Invalid argument: ensemble %s contains models that are not available or ambiguous: %s", user, name
-            )
-            entry.waiting = True
-            self._unload_entry(entry)
-            self._unload_users(user)
-
-    def _unload_parts(self, entry: ModelEntry) -> None:
-        """``unload_dependents``: unload ``entry``'s composing models loaded only for ensembles now unloaded."""
-        for part in sorted(entry.composing):
-            composing = self.models.get(part)
-            in_use = {p for e in self.models.values() if e.serving for p in e.composing}
-            if composing is None or composing.explicit or not composing.serving or part in in_use:
-                continue
-            self._unload_entry(composing)
-            self._unload_parts(composing)
-
-    async def _refresh_users(self, name: str, seen: set[str] | None = None) -> None:
-        """After ``name`` (re)loaded: re-check the ensembles that use it, and load those waiting for it."""
-        seen = set() if seen is None else seen
-        seen.add(name)
-        candidates = {n: e.composing for n, e in self.models.items() if e.serving or e.waiting}
-        for user in users(name, candidates):
-            entry = self.models[user]
-            if user in seen or entry.source is None:
-                continue
-            seen.add(user)
-            if await self._load_logged(entry.source, entry.override, explicit=entry.explicit):
-                await self._refresh_users(user, seen)
 
     def index(self, ready: bool = False) -> list[dict[str, str]]:
         """``POST /v2/repository/index``: every model of the repositories and its versions' states.
@@ -386,7 +291,7 @@ class ModelRepositoryManager(ModelLookups):
         lock = self._locks.get(name)
         if lock is not None and lock.locked():
             return {"name": name, "state": ModelState.LOADING}
-        return {"name": name, "state": ModelState.UNAVAILABLE, "reason": "not loaded"}
+        return {"name": name, "state": ModelState.UNAVAILABLE, "reason": NOT_LOADED}
 
     # -- poll mode ---------------------------------------------------------------------------
     async def _poll_forever(self) -> None:
@@ -403,8 +308,7 @@ class ModelRepositoryManager(ModelLookups):
         """Load added models, unload removed ones, reload changed ones (poll mode)."""
         sources, duplicates = await self._scan()
         for name, entry in list(self.models.items()):
-            failed = any(st.model is None and st.state == ModelState.UNAVAILABLE and st.reason != "unloaded"
-                         for st in entry.versions.values())
+            failed = any(st.failed for st in entry.versions.values())
             if name not in sources and (entry.serving or failed):
                 log.info("model '%s' was removed from the repository: unloading", name)
                 async with self._lock(name):
@@ -467,7 +371,7 @@ class ModelRepositoryManager(ModelLookups):
             if config.platform == normalize.ENSEMBLE:
                 entry.composing = composing_of(config)
                 try:  # against the composing models that serve now; a failure leaves no version, as Triton
-                    ensemble = self._ensemble_config(name, config, gpus)
+                    ensemble = ensemble_config(name, config, gpus, self.get)
                 except TritonError as exc:
                     self._ensemble_failed(entry, source, override, mark, exc)
                     raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}\n") from None
@@ -479,7 +383,7 @@ class ModelRepositoryManager(ModelLookups):
                     entry.source, entry.reason, entry.versions = source, reason, {}
                 log.error("failed to load '%s': %s", name, reason)
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {reason}\n")
-            fresh = {v: VersionStatus(v) for v in versions}
+            fresh = {v: VersionStatus.loading(v) for v in versions}
             if first:
                 entry.source, entry.reason, entry.versions = source, "", fresh
             await asyncio.gather(
@@ -491,7 +395,7 @@ class ModelRepositoryManager(ModelLookups):
                     if status.model is not None:
                         self._retire(status.model, None)
                         status.model = None
-                        status.state, status.reason = ModelState.UNAVAILABLE, failed[0].reason
+                        status.move(ModelState.UNAVAILABLE, failed[0].reason)
                 entry.fingerprint = mark
                 if first:
                     entry.versions = fresh
@@ -507,67 +411,12 @@ class ModelRepositoryManager(ModelLookups):
                 if status.model is not None:
                     self._retire(status.model, None)
                 if v not in merged:
-                    merged[v] = VersionStatus(v, ModelState.UNAVAILABLE, "unloaded")
+                    merged[v] = VersionStatus.unloaded(v)
             entry.versions = merged
 
     def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
-        """The model's config: the JSON ``override`` or ``config.pbtxt``, defaults filled, paths checked."""
-        if override is not None:
-            try:
-                data = json.loads(override)
-            except ValueError as exc:
-                raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
-            if not isinstance(data, dict):
-                raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
-            data.setdefault("name", source.name)
-            raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
-        else:
-            raw = read_config_file(source.config_path) if source.config_path.exists() else None
-        config = normalize.prepare(raw, source.name, source.path, self.options.auto_complete, gpu_ids())
-        check_cacheable(config_to_dict(config))
-        if config.platform == normalize.ENSEMBLE:
-            check_scheduling(config_to_dict(config))
-        return config
-
-    def _ensemble_failed(
-        self, entry: ModelEntry, source: ModelSource, override: str | None, mark: Any, exc: TritonError
-    ) -> None:
-        """An ensemble that does not fit its composing models: as Triton, it stops serving and waits for them."""
-        entry.source, entry.override, entry.fingerprint, entry.waiting = source, override, mark, True
-        reason = f"{exc.code.text}: {exc.message}"
-        log.error("failed to load '%s': %s", entry.name, reason)
-        if entry.serving:
-            self._unload_entry(entry)
-            self._unload_users(entry.name)
-        elif not entry.versions:
-            entry.reason = reason
-
-    def _ensemble_config(self, name: str, config: mc.ModelConfig, gpus: Any) -> dict[str, Any]:
-        """An ensemble's final config (JSON form), checked against its composing models.
-
-        :raises TritonError: INVALID_ARG with Triton's message.
-        """
-        copy = mc.ModelConfig()
-        copy.CopyFrom(config)
-        final = config_to_dict(normalize.finalize(copy, name, gpus))
-        decoupled = check_composing(final, self.get)
-        final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
-        return final
-
-    def _wrap(self, model: Any) -> Any:
-        """``model`` behind the response cache when its config enables it and the server has one.
-
-        :raises TritonError: INVALID_ARG for a decoupled model that enables the cache.
-        """
-        if not check_cacheable(model.config):
-            return model
-        if self.cache is None:
-            log.warning(
-                "model '%s' enables the response cache, but the server has none (--cache-config): not caching",
-                model.name,
-            )
-            return model
-        return CachedModel(model, self.cache)
+        """The model's config: the JSON ``override`` or ``config.pbtxt`` (see :func:`~.loading.read_model_config`)."""
+        return read_model_config(source, override, self.options.auto_complete)
 
     async def _load_version(
         self,
@@ -589,38 +438,29 @@ class ModelRepositoryManager(ModelLookups):
                 if ensemble is not None:
                     log.info("loading: %s:%d", name, status.version)
                     labels = read_labels(source.path, ensemble)
-                    model: Any = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
+                    model: Servable = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
                 else:
                     model = await load_version(
                         name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
                     )
                 try:
-                    status.model = self._wrap(model)
+                    status.model = behind_cache(model, self.cache)
                 except TritonError:
                     await model.unload()
                     raise
             except TritonError as exc:
-                status.state = ModelState.UNAVAILABLE
                 reason = f"{exc.code.text}: {exc.message}"
                 log.error("failed to load '%s' version %d: %s", name, status.version, reason)
                 # clients see the reason without the server's folders (the log has them)
-                status.reason = redact_paths(reason, self._places(source))
+                places = client_places(self.options.backend_directory, source)
+                status.move(ModelState.UNAVAILABLE, redact_paths(reason, places))
                 return
             except Exception as exc:  # a bug must fail this model, not the server
-                status.state = ModelState.UNAVAILABLE
-                status.reason = f"Internal: {type(exc).__name__}: {exc}"
+                status.move(ModelState.UNAVAILABLE, f"Internal: {type(exc).__name__}: {exc}")
                 log.exception("failed to load '%s' version %d: %s", name, status.version, status.reason)
                 return
-        status.state = ModelState.READY
+        status.move(ModelState.READY)
         log.info("successfully loaded '%s' version %d", name, status.version)
-
-    def _places(self, source: Any) -> dict[str, str]:
-        """The server's folders a client-facing message names by role instead."""
-        places = {str(self.options.backend_directory): "<backend-directory>"}
-        path = getattr(source, "path", None)
-        if path is not None:
-            places[str(path)] = f"<model-repository>/{Path(path).name}"
-        return places
 
     def _unload_entry(self, entry: ModelEntry) -> None:
         """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).
@@ -630,13 +470,13 @@ class ModelRepositoryManager(ModelLookups):
         """
         for status in entry.versions.values():
             if status.model is not None:
-                status.state = ModelState.UNLOADING
+                status.move(ModelState.UNLOADING)
                 self._retire(status.model, status)
                 status.model = None
             elif status.state != ModelState.UNLOADING:
-                status.state, status.reason = ModelState.UNAVAILABLE, "unloaded"
+                status.move(ModelState.UNAVAILABLE, UNLOADED)
 
-    def _retire(self, model: Model, status: VersionStatus | None) -> None:
+    def _retire(self, model: Servable, status: VersionStatus | None) -> None:
         """Drain ``model`` (no new requests reach it) and unload it in the background."""
 
         async def retire() -> None:
@@ -646,7 +486,7 @@ class ModelRepositoryManager(ModelLookups):
             await model.unload()
             log.info("successfully unloaded '%s' version %d", model.name, model.version)
             if status is not None and status.state == ModelState.UNLOADING:
-                status.state, status.reason = ModelState.UNAVAILABLE, "unloaded"
+                status.move(ModelState.UNAVAILABLE, UNLOADED)
 
         task = asyncio.ensure_future(retire())
         self._retiring.add(task)

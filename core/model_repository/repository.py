@@ -1,4 +1,4 @@
-"""The layout of model repositories: model folders, version folders, version policy, labels.
+"""The layout of model repositories: model folders, version folders, version policy, labels, fingerprints.
 
 A model repository is a folder whose sub-folders are models; a model folder
 holds ``config.pbtxt`` (optional with auto-complete) and numbered version
@@ -9,6 +9,7 @@ one is refused (Triton's "not unique across all model repositories").
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -19,7 +20,7 @@ from .paths import safe_join
 
 log = logging.getLogger("tritium.repository")
 
-__all__ = ["ModelSource", "scan", "versions_to_load", "read_labels", "CONFIG_FILENAME"]
+__all__ = ["ModelSource", "scan", "versions_to_load", "read_labels", "fingerprint", "CONFIG_FILENAME"]
 
 CONFIG_FILENAME = "config.pbtxt"
 # folders inside a model folder that are not versions
@@ -131,3 +132,19 @@ def read_labels(model_path: Path, config: dict[str, Any]) -> dict[str, list[str]
             ) from None
         labels[output["name"]] = text.splitlines()
     return labels
+
+
+def fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """What poll mode compares to see a model folder changed: every folder, and every file's path, size and mtime."""
+    out = []
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        out.extend((os.path.relpath(os.path.join(folder, d), path) + "/", 0, 0) for d in dirs)
+        for name in sorted(files):
+            full = os.path.join(folder, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            out.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    return tuple(out)

@@ -26,6 +26,7 @@ __all__ = [
     "QueueFull",
     "admit",
     "no_instance_error",
+    "reschedule_error",
 ]
 
 
@@ -74,10 +75,13 @@ class Payload:
     :ivar final: True once its final response was delivered.
     :ivar done: True once its final response came from the worker (it may be
         held back for ``preserve_ordering``).
+    :ivar rescheduled: True from the backend's rescheduling of the run that just
+        executed until its handler's ``on_executed`` accounted that run.
     """
 
     __slots__ = (
-        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done"
+        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done",
+        "rescheduled",
     )
 
     def __init__(self, wire: dict[str, Any], batch_size: int, handler: ResponseHandler, context: Any) -> None:
@@ -90,6 +94,7 @@ class Payload:
         self.timings: Sequence[int] | None = None
         self.final = False
         self.done = False
+        self.rescheduled = False
 
     def fail(self, error: TritonError) -> None:
         """Deliver a final error response (no-op once final)."""
@@ -101,6 +106,19 @@ class Payload:
 def no_instance_error(label: str) -> TritonError:
     """UNAVAILABLE: the model (``label``: ``'m' version 1``) has no instance that can run a request."""
     return TritonError(Code.UNAVAILABLE, f"model {label} has no available instance")
+
+
+def reschedule_error() -> TritonError:
+    """The error of a request a backend rescheduled in a model that does not reschedule requests.
+
+    Triton 2.51's words (it logs them); Triton then never answers the request of a model with the
+    default scheduler or a sequence batcher, decoupled or not (the client waits forever).
+    """
+    return TritonError(
+        Code.INTERNAL,
+        "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured "
+        "to handle such a flag.",
+    )
 
 
 def admit(payload: "Payload", stopped: TritonError | None, has_instances: bool, label: str) -> bool:
@@ -134,9 +152,17 @@ class Batch:
         (or the worker died): the scheduler may give it the next batch.
     :param on_executed: called with the batch's size and ``[input, infer,
         output]`` ns after a successful execute (statistics).
+    :param on_release: called with a payload and whether it was rescheduled when
+        the backend released it: its final response came (after the handler got
+        it) or it was rescheduled (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``,
+        no response: the scheduler runs it again). None: the scheduler does not
+        reschedule, and a rescheduled request fails with :func:`reschedule_error`.
     """
 
-    __slots__ = ("payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_finalizers")
+    __slots__ = (
+        "payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_on_release", "_finalizers", "_released",
+        "_executed",
+    )
 
     def __init__(
         self,
@@ -144,13 +170,18 @@ class Batch:
         executor: Executor,
         on_free: Callable[[Executor], None],
         on_executed: Callable[[int, Sequence[int]], None],
+        on_release: Callable[[Payload, bool], None] | None = None,
     ) -> None:
         self.payloads = payloads
         self.wire_requests = [p.wire for p in payloads]
         self.executor = executor
         self._on_free = on_free
         self._on_executed = on_executed
+        self._on_release = on_release
         self._finalizers: list[Callable[[], None]] = []
+        #: indexes of the payloads this batch rescheduled (done here, though the payload runs on)
+        self._released: set[int] = set()
+        self._executed = False  # the backend's execute returned
 
     def add_finalizer(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the execute returns or fails, before the instance is free again."""
@@ -164,16 +195,35 @@ class Batch:
         parameters: dict[str, Any] | None,
         final: bool,
         worker: Any,
+        rescheduled: bool = False,
     ) -> None:
-        """A RESPONSE frame for request ``index`` of this batch."""
+        """A RESPONSE frame for request ``index`` of this batch (``rescheduled``: the RESCHEDULE flag)."""
         if not 0 <= index < len(self.payloads):
             raise TritonError(Code.INTERNAL, f"RESPONSE for request {index} of a batch of {len(self.payloads)}")
         payload = self.payloads[index]
-        if payload.done:
+        if payload.done or index in self._released:
             raise TritonError(Code.INTERNAL, f"RESPONSE after the final response of request {index}")
+        if rescheduled:
+            self._released.add(index)
+            if self._on_release is None:
+                payload.fail(reschedule_error())
+                return
+            payload.rescheduled = True
+            if self._executed:  # released after execute returned: account the run now
+                payload.handler.on_executed(payload)
+            self._on_release(payload, True)
+            return
         if final:
             payload.done = True
         payload.handler.on_response(payload, outputs, error, parameters, final, worker)
+        if final and self._on_release is not None:
+            self._on_release(payload, False)
+
+    @property
+    def complete(self) -> bool:
+        """True once every request of the batch got its final response or was rescheduled."""
+        released = self._released
+        return all(p.done or i in released for i, p in enumerate(self.payloads))
 
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None:
         """The backend's execute returned (timings) or the worker is gone (error)."""
@@ -187,6 +237,7 @@ class Batch:
             for payload in self.payloads:
                 payload.timings = timings
                 payload.handler.on_executed(payload)
+        self._executed = True
         finalizers, self._finalizers = self._finalizers, []
         for callback in finalizers:
             callback()

@@ -254,7 +254,10 @@ class _OrderedDelivery:
         self._order.append(payload)
 
     def wrap(self, payload: Payload) -> None:
-        payload.handler = _Holder(payload.handler, self)
+        handler = payload.handler
+        if isinstance(handler, _Holder) and handler.order is self:
+            return  # a rescheduled request, wrapped when it first ran
+        payload.handler = _Holder(handler, self)
 
     def on_response(self, handler: Any, payload: Payload, args: tuple[Any, ...]) -> None:
         if id(payload) in self._done:

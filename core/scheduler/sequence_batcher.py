@@ -22,7 +22,11 @@ requests with ``sequence_start`` / ``sequence_end``.
   with ``preserve_ordering`` each instance delivers responses in the order its
   requests became ready to run there (a sequence's next request once its
   previous one finished), as Triton's per-instance dynamic batcher orders them.
-* ``iterative_sequence`` is refused at load (it needs request rescheduling).
+* ``iterative_sequence: true`` (Triton's generative sequencer): a request without
+  a sequence id gets one (a counter from 1) and START; one the backend releases
+  with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` runs again (inputs still in the
+  arena) first in its sequence, same instance, flags 0; one released without it
+  ends its sequence. It runs until its final response or its rescheduling.
 * Control inputs: ``CONTROL_SEQUENCE_START`` / ``_END`` / ``_READY`` (with
   their ``int32_false_true`` / ``fp32_false_true`` / ``bool_false_true``
   values) and ``CONTROL_SEQUENCE_CORRID`` (its ``data_type``) are added to
@@ -44,30 +48,19 @@ Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
 from ..errors import Code, TritonError
-from ..model_repository.paths import safe_join
-from ..tensor import serialize_bytes
-from ..types import by_config_name
 from .base import Batch, Executor, Payload, admit
 from .dynamic_batcher import _OrderedDelivery as OrderedDelivery
+from .sequence_controls import control_bytes, parse_controls, parse_state
 
 __all__ = ["SequenceBatcher", "SequenceHost"]
 
 _START, _END = 1, 2
-_FALSE_TRUE = ("int32_false_true", "fp32_false_true", "bool_false_true")
-_FALSE_TRUE_TYPE = {
-    "int32_false_true": "INT32",
-    "fp32_false_true": "FP32",
-    "bool_false_true": "BOOL",
-}
 
 
 class SequenceHost(Protocol):
@@ -85,9 +78,11 @@ class SequenceHost(Protocol):
 
     def null_payload(self, template: Payload) -> Payload: ...
 
+    def drop_inputs(self, payload: Payload, count: int) -> None: ...
+
 
 class _Sequence:
-    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "state")
+    __slots__ = ("bound_at", "corr", "ended", "executor", "inflight", "last_ns", "queue", "running", "state")
 
     def __init__(self, corr: int | str) -> None:
         self.corr = corr
@@ -96,23 +91,12 @@ class _Sequence:
         self.last_ns = time.perf_counter_ns()
         self.ended = False  # its END request arrived
         self.inflight = False  # one of its requests is executing
+        #: iterative sequences: its request that runs until released (final response or rescheduled)
+        self.running: Payload | None = None
         self.state: dict[
             str, tuple[str, list[int], bytes]
         ] = {}  # state input name -> (datatype, shape, bytes)
         self.bound_at = 0
-
-
-class _State:
-    __slots__ = ("datatype", "initial", "input_name", "output_name", "shape")
-
-    def __init__(
-        self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes
-    ) -> None:
-        self.input_name = input_name
-        self.output_name = output_name
-        self.datatype = datatype
-        self.shape = shape
-        self.initial = initial
 
 
 class SequenceBatcher:
@@ -164,15 +148,13 @@ class SequenceBatcher:
         self.preserve_ordering = self.strategy == "oldest" and bool(oldest.get("preserve_ordering", False))
         self._orders: dict[Executor, OrderedDelivery] = {}
         self._admitted: set[int] = set()  # ids of the payloads in an instance's order, not yet dispatched
-        if seq.get("iterative_sequence"):
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"model '{self._name}': sequence_batching iterative_sequence is not supported by tritium yet "
-                "(it needs request rescheduling, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
-            )
+        #: ``iterative_sequence``: requests may be rescheduled; ids are given to requests without one
+        self.iterative = bool(seq.get("iterative_sequence", False))
+        self._next_corr = 1
+        self._running: dict[int, _Sequence] = {}  # id of a running request (iterative) -> its sequence
         self.idle_ns = int(seq.get("max_sequence_idle_microseconds", 1_000_000)) * 1000
-        self._controls = self._parse_controls(seq.get("control_input", []))
-        self._states = [self._parse_state(st) for st in seq.get("state", [])]
+        self._controls = parse_controls(self._name, seq.get("control_input", []))
+        self._states = [parse_state(self._name, st, self._batching, self._host.path) for st in seq.get("state", [])]
         self._sequences: dict[int | str, _Sequence] = {}
         self._backlog: deque[_Sequence] = deque()
         self._bound: dict[Executor, list[_Sequence | None]] = {}  # per instance: its slots
@@ -182,73 +164,6 @@ class SequenceBatcher:
         self._reaper: asyncio.TimerHandle | None = None
         self._bind_counter = 0
 
-    # -- config ---------------------------------------------------------------
-    def _parse_controls(self, controls: list[dict[str, Any]]) -> list[tuple[str, str, str, Any]]:
-        """``(input name, kind, KServe datatype, (false, true) values or None)`` per control."""
-        out = []
-        for item in controls:
-            for control in item.get("control", []):
-                kind = str(control.get("kind", "CONTROL_SEQUENCE_START"))
-                if kind == "CONTROL_SEQUENCE_CORRID":
-                    dt = by_config_name(str(control.get("data_type", "TYPE_UINT64")))
-                    if dt is None:
-                        raise TritonError(
-                            Code.INVALID_ARG, f"model '{self._name}': bad CORRID data type"
-                        )
-                    out.append((str(item["name"]), kind, dt.name, None))
-                    continue
-                for field in _FALSE_TRUE:
-                    values = control.get(field)
-                    if values:
-                        out.append(
-                            (
-                                str(item["name"]),
-                                kind,
-                                _FALSE_TRUE_TYPE[field],
-                                (values[0], values[1]),
-                            )
-                        )
-                        break
-                else:
-                    raise TritonError(
-                        Code.INVALID_ARG,
-                        f"sequence batching control '{item['name']}' of model '{self._name}' must specify "
-                        "int32_false_true, fp32_false_true or bool_false_true",
-                    )
-        return out
-
-    def _parse_state(self, st: dict[str, Any]) -> _State:
-        dt = by_config_name(str(st.get("data_type", "")))
-        if dt is None:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"model '{self._name}': state '{st.get('input_name')}' has no data type",
-            )
-        init = st.get("initial_state") or []
-        init = (
-            init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
-        )
-        dims = [int(d) for d in (init.get("dims") or st.get("dims") or [])]
-        shape = ([1] if self._batching else []) + [d if d > 0 else 1 for d in dims]
-        count = int(np.prod(shape)) if shape else 1
-        if init.get("data_file"):
-            path = safe_join(
-                os.path.join(self._host.path, "initial_state"),
-                str(init["data_file"]),
-                what="data_file",
-            )
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise TritonError(
-                    Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}"
-                ) from exc
-        elif dt.is_bytes:
-            data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
-        else:
-            data = bytes(count * dt.itemsize)
-        return _State(str(st["input_name"]), str(st["output_name"]), dt.name, shape, bytes(data))
-
     # -- Scheduler -----------------------------------------------------------------
     def enqueue(self, payload: Payload) -> None:
         """Route ``payload`` to its sequence (fails it with Triton's error when it has none)."""
@@ -256,6 +171,11 @@ class SequenceBatcher:
             return
         corr = payload.wire.get("corr", 0)
         flags = int(payload.wire.get("flags", 0))
+        if self.iterative and (corr == 0 or corr == "" or isinstance(corr, bool)):
+            # Triton's GenerativeSequencer: a sequence of its own, starting with this request
+            corr, flags = self._next_corr, _START
+            self._next_corr += 1
+            payload.wire["corr"], payload.wire["flags"] = corr, flags
         if corr == 0 or corr == "" or isinstance(corr, bool):
             payload.fail(
                 TritonError(
@@ -312,6 +232,9 @@ class SequenceBatcher:
             if seq is None:
                 continue
             self._sequences.pop(seq.corr, None)
+            if seq.running is not None:
+                self._running.pop(id(seq.running), None)
+                seq.running = None
             while seq.queue:
                 payload = seq.queue.popleft()
                 self._admitted.discard(id(payload))
@@ -417,6 +340,9 @@ class SequenceBatcher:
                     self._orders[executor].flush()
                 continue
             prepared[id(seq)] = payload
+            if self.iterative:
+                seq.running = payload
+                self._running[id(payload)] = seq
         if not prepared:
             return
         payloads = list(prepared.values())
@@ -426,6 +352,9 @@ class SequenceBatcher:
             except TritonError as exc:  # no room for the null requests
                 for seq in chosen:
                     seq.inflight = False
+                    if seq.running is not None:
+                        self._running.pop(id(seq.running), None)
+                        seq.running = None
                 for payload in prepared.values():
                     payload.fail(exc)
                 return
@@ -437,7 +366,8 @@ class SequenceBatcher:
             for payload in payloads:
                 order.wrap(payload)
         self._busy[executor] = chosen
-        executor.execute(Batch(payloads, executor, self._on_free, self._on_executed))
+        on_release = self._on_release if self.iterative else None
+        executor.execute(Batch(payloads, executor, self._on_free, self._on_executed, on_release))
 
     def _slot_aligned(self, slots: list[_Sequence | None], prepared: dict[int, Payload]) -> list[Payload]:
         """``direct``: request i of the batch is slot i; idle slots below a busy one get null requests.
@@ -493,26 +423,44 @@ class SequenceBatcher:
 
     def _add_controls(self, payload: Payload, corr: int | str, flags: int, ready: bool) -> None:
         shape = [1, 1] if self._batching else [1]
-        for name, kind, datatype, values in self._controls:
-            if kind == "CONTROL_SEQUENCE_CORRID":
-                data = _corrid_bytes(corr, datatype)
-            else:
-                on = {
-                    "CONTROL_SEQUENCE_START": bool(flags & _START),
-                    "CONTROL_SEQUENCE_END": bool(flags & _END),
-                    "CONTROL_SEQUENCE_READY": ready,
-                }.get(kind, False)
-                data = _scalar_bytes(values[1] if on else values[0], datatype)
-            self._host.add_input(payload, name, datatype, shape, data)
+        for control in self._controls:
+            self._host.add_input(payload, control[0], control[2], shape, control_bytes(control, corr, flags, ready))
 
     def _on_free(self, executor: Executor) -> None:
         for seq in self._busy.pop(executor, []):
-            seq.inflight = False
-            seq.last_ns = time.perf_counter_ns()
-            if seq.ended and not seq.queue:
-                self._release(seq)
-            else:
-                self._eligible(seq)
+            if seq.running is not None:
+                continue  # iterative: its request is not released yet (a decoupled model answers later)
+            self._settle(seq)
+        self._schedule(executor)
+
+    def _settle(self, seq: _Sequence) -> None:
+        """The sequence's request is done: it ends, or its next request may run."""
+        seq.inflight = False
+        seq.last_ns = time.perf_counter_ns()
+        if seq.ended and not seq.queue:
+            self._release(seq)
+        else:
+            self._eligible(seq)
+
+    def _on_release(self, payload: Payload, rescheduled: bool) -> None:
+        """``iterative_sequence``: the backend released ``payload`` (see :class:`Batch`)."""
+        seq = self._running.pop(id(payload), None)
+        if seq is None:  # a null request, or its instance is gone
+            if rescheduled:
+                error = f"model '{self._name}': the rescheduled request's sequence is gone"
+                payload.fail(TritonError(Code.UNAVAILABLE, error))
+            return
+        seq.running = None
+        if rescheduled:  # the same request again, first in its sequence, flags cleared (as Triton)
+            self._host.drop_inputs(payload, len(self._controls) + len(self._states))
+            payload.wire["flags"] = 0
+            seq.queue.appendleft(payload)
+        else:  # Triton's GenerativeSequencer: a request released for good ends its sequence
+            seq.ended = True
+        executor = seq.executor
+        if executor is None or seq in self._busy.get(executor, ()):
+            return  # its batch is still executing: _on_free settles it
+        self._settle(seq)
         self._schedule(executor)
 
     def _arm_timer(self, delay_s: float) -> None:
@@ -543,18 +491,3 @@ class SequenceBatcher:
                 self._release(seq)
         self._arm_reaper()
 
-
-def _scalar_bytes(value: Any, datatype: str) -> bytes:
-    dtype = {"INT32": np.int32, "FP32": np.float32, "BOOL": np.bool_}[datatype]
-    return np.array([value], dtype=dtype).tobytes()
-
-
-def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
-    """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
-    if datatype == "BYTES":
-        return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
-    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(
-        datatype, np.uint64
-    )
-    value = corr if isinstance(corr, int) else 0
-    return np.array([value], dtype=dt).tobytes()

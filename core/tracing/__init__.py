@@ -29,7 +29,8 @@ __all__ = ["Tracer", "Trace", "TraceSettings", "LEVELS", "parse_trace_config"]
 def parse_trace_config(items: list[str], base: TraceSettings | None = None) -> tuple[TraceSettings, dict[str, str]]:
     """``--trace-config`` values (``[<mode>,]<setting>=<value>``) into settings and the OpenTelemetry options.
 
-    Triton's forms: ``level=TIMESTAMPS``, ``rate=1``, ``count=-1``, ``log_frequency=0``,
+    Triton's forms: ``level=TIMESTAMPS``, ``rate=1``, ``count=-1``, ``log_frequency=0`` (or
+    ``triton,log-frequency=0``),
     ``mode=triton|opentelemetry``, ``triton,file=<path>``, ``opentelemetry,url=<OTLP/HTTP url>``,
     ``opentelemetry,resource=<key>=<value>``, ``opentelemetry,bsp_max_export_batch_size=<n>``...
 
@@ -45,6 +46,8 @@ def parse_trace_config(items: list[str], base: TraceSettings | None = None) -> t
         else:
             scope, setting = "", item
         key, eq, value = setting.partition("=")
+        if key == "log-frequency":  # Triton's spelling in its docs (``triton,log-frequency=<n>``)
+            key = "log_frequency"
         if not eq or not key:
             raise ValueError(f"--trace-config option format is '[<mode>,]<setting>=<value>'. Got {item}")
         if scope not in ("", "triton", "opentelemetry"):
@@ -75,6 +78,22 @@ def parse_trace_config(items: list[str], base: TraceSettings | None = None) -> t
     return settings, otel
 
 
+def _check_writable(path: str) -> None:
+    """Fail at start-up when the trace file cannot be written, leaving no file behind: Triton 2.51
+    makes no file before it writes traces (``<file>`` at shutdown, or only ``<file>.<n>`` with
+    ``log_frequency``).
+
+    :raises TritonError: INTERNAL naming the file and the reason.
+    """
+    existed = os.path.exists(path)
+    try:
+        open(path, "a").close()
+        if not existed:
+            os.remove(path)
+    except OSError as exc:
+        raise TritonError(Code.INTERNAL, f"cannot open trace file '{path}': {exc}") from None
+
+
 class Tracer:
     """The trace settings and sinks of one server.
 
@@ -102,10 +121,7 @@ class Tracer:
 
             self.exporter = OtlpExporter(otel or {})
         elif settings.file:
-            try:
-                open(settings.file, "a").close()  # as Triton: the file exists from the start
-            except OSError as exc:
-                raise TritonError(Code.INTERNAL, f"cannot open trace file '{settings.file}': {exc}") from None
+            _check_writable(settings.file)
         if settings.mode == "triton" and not settings.file and settings.on:
             log.warning("tracing is on but no trace file is given (--trace-config triton,file=PATH): traces are dropped")
         #: whether any request may be traced (read by the frontends per request)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OutputWriter"]
 
 NO_RELEASE = -1
-_FINAL, _NOT_FINAL = int(ResponseFlag.FINAL), int(ResponseFlag.NONE)
+_FINAL, _NOT_FINAL, _RESCHEDULE = int(ResponseFlag.FINAL), int(ResponseFlag.NONE), int(ResponseFlag.RESCHEDULE)
 
 
 class _Token:
@@ -183,22 +183,34 @@ class OutputWriter:
                 wire_outputs = []
                 self._free(placed)
                 token.sent.clear()
-        response = [
-            token.index,
-            _FINAL if final else _NOT_FINAL,
-            wire_outputs,
-            error.to_wire() if error is not None else None,
-            dict(parameters) if parameters else None,
-        ]
-        if final:
-            if token.allocations:
-                self._free([b for b in token.allocations if id(b) not in token.sent])
-                token.allocations.clear()
+        self._emit(
+            token,
+            [
+                token.index,
+                _FINAL if final else _NOT_FINAL,
+                wire_outputs,
+                error.to_wire() if error is not None else None,
+                dict(parameters) if parameters else None,
+            ],
+            final,
+        )
+        self.output_ns += time.perf_counter_ns() - start
+
+    def reschedule(self, request: Request) -> None:
+        """Send the RESCHEDULE flag for ``request`` (see :meth:`Request.reschedule`): no outputs."""
+        token: _Token = request._token
+        self._emit(token, [token.index, _RESCHEDULE, [], None, None], True)
+
+    def _emit(self, token: _Token, response: list[Any], last: bool) -> None:
+        """Send one ``[index, flags, outputs, error, parameters]`` (held for EXECUTE_DONE when
+        collecting); ``last``: the request's last one in this execution, its unsent output blocks go back."""
+        if last and token.allocations:
+            self._free([b for b in token.allocations if id(b) not in token.sent])
+            token.allocations.clear()
         if self.held is not None and threading.get_ident() == self._holder:
             self.held.append(response)
         else:
             self.worker.channel.send([Kind.RESPONSE, token.batch_id, *response])
-        self.output_ns += time.perf_counter_ns() - start
 
     def send_error(self, batch_id: int, index: int, error: TritonError) -> None:
         """Send a final error response for a request that never became a :class:`Request`."""

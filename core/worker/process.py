@@ -33,7 +33,7 @@ __all__ = ["WorkerProcess", "BatchSink", "BlsHandler", "WorkerExited", "RELEASE_
 _worker_ids = itertools.count(1)
 #: seconds released output blocks wait for an EXECUTE frame to travel with (then a RELEASE frame)
 RELEASE_DELAY_S = 0.01
-_FINAL = int(ResponseFlag.FINAL)
+_FINAL, _RESCHEDULE = int(ResponseFlag.FINAL), int(ResponseFlag.RESCHEDULE)
 _RESPONSE, _EXECUTE_DONE = int(Kind.RESPONSE), int(Kind.EXECUTE_DONE)
 
 
@@ -55,7 +55,8 @@ class BatchSink(Protocol):
     """What the core hands a worker to execute, and where results go."""
 
     wire_requests: list[dict[str, Any]]
-    payloads: Sequence[Any]  # each with ``done`` (True once its final response came) and ``fail(error)``
+    payloads: Sequence[Any]  # each with ``fail(error)``
+    complete: bool  # every request got its final response or was rescheduled
 
     def on_response(
         self,
@@ -65,6 +66,7 @@ class BatchSink(Protocol):
         parameters: dict[str, Any] | None,
         final: bool,
         worker: "WorkerProcess",
+        rescheduled: bool = False,
     ) -> None: ...
 
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None: ...
@@ -433,8 +435,8 @@ class WorkerProcess:
         if batch is None:
             raise TritonError(Code.INTERNAL, f"RESPONSE for unknown batch {batch_id}")
         err = TritonError.from_wire(error) if error is not None else None
-        batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self)
-        if batch_id in self._open and all(p.done for p in batch.payloads):
+        batch.on_response(index, outputs, err, parameters, bool(flags & _FINAL), self, bool(flags & _RESCHEDULE))
+        if batch_id in self._open and batch.complete:
             del self._open[batch_id]
 
     def _on_message(self, message: list[Any], fds: list[int]) -> None:
@@ -454,7 +456,7 @@ class WorkerProcess:
                     self._arm_timer(next(iter(self._batches)))  # the worker starts the next one now
                 if batch is not None:
                     batch.on_done(message[2], None)
-                    if not all(p.done for p in batch.payloads):
+                    if not batch.complete:
                         self._open[message[1]] = batch
             elif kind == Kind.SEGMENT:
                 if len(fds) != 1:

@@ -20,7 +20,9 @@ REPLY              <-    call id, error (``[code, message]`` or None), result
 EXECUTE            ->    batch id, list of requests (dict each), list of ``[segment, offset]``
                          output blocks the core is done with (given back with the next batch)
 RESPONSE           <-    batch id, request index, flags, outputs, error, parameters (a response
-                         sent while or after the batch executes: decoupled models)
+                         sent while or after the batch executes: decoupled models). Flags
+                         RESCHEDULE (no outputs, no error): the backend released the request
+                         for another run (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``)
 EXECUTE_DONE       <-    batch id, timings in ns ``[input, infer, output]``, the responses sent
                          during the execute, each ``[index, flags, outputs, error, parameters]``
                          (one frame per batch)
@@ -65,7 +67,7 @@ __all__ = [
     "FrameDecoder",
 ]
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8
@@ -94,10 +96,16 @@ class Kind(enum.IntEnum):
 
 
 class ResponseFlag(enum.IntFlag):
-    """Flags of a RESPONSE frame (``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` = 1)."""
+    """Flags of a RESPONSE frame.
+
+    ``FINAL`` (1) is ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``. ``RESCHEDULE`` (2, never with
+    ``FINAL``) is no response: the backend released the request with
+    ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` and it is to run again (iterative sequences).
+    """
 
     NONE = 0
     FINAL = 1
+    RESCHEDULE = 2
 
 
 _packer = msgpack.Packer(use_bin_type=True)

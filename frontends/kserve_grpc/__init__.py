@@ -135,7 +135,7 @@ class GRPCFrontend:
         transport = self._make_transport()
         await transport.start(self.address)
         self._transport = transport
-        log.info("Started GRPCInferenceService at %s", self.address)
+        log.info("Started GRPCInferenceService at %s%s", self.address, " (TLS)" if self.tls is not None else "")
         log.info("gRPC transport: %s", transport.name)
 
     async def stop(self, grace: float) -> None:

@@ -405,7 +405,7 @@ def test_client_deadline_cancels_and_the_server_goes_on(client: grpcclient.Infer
 
 # -- start-up and shutdown -------------------------------------------------------------------------------
 def test_log_line_like_triton(server: ServerProcess) -> None:
-    assert f"Started GRPCInferenceService at {server.grpc_url}" in server.log()
+    assert f"Started GRPCInferenceService at {server.grpc_url}\n" in server.log()  # no "(TLS)": plain
 
 
 def test_port_in_use_is_an_error(server: ServerProcess, tmp_path: Path) -> None:

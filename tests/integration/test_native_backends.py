@@ -61,6 +61,15 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 3 ] },
 """
 
 
+COUNTDOWN_CONFIG = """
+backend: "countdown"
+max_batch_size: 0
+%s
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "RUNS" data_type: TYPE_INT32 dims: [ 1 ] } ]
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     compiler()
@@ -82,6 +91,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         build_backend(EXAMPLES / "accumulate" / "accumulate.c", repo / "accumulate" / "1" / "libtriton_c_accumulate.so")
         add_model(repo, "probe", PROBE_CONFIG)
         build_backend(TEST_BACKENDS / "probe.c", repo / "probe" / "libtriton_probe.so")
+        # TRITONBACKEND_RequestRelease(RESCHEDULE): with and without iterative_sequence
+        for name, scheduling in (("countdown", "sequence_batching { iterative_sequence: true }"), ("countdown_plain", "")):
+            add_model(repo, name, COUNTDOWN_CONFIG % scheduling)
+            build_backend(TEST_BACKENDS / "countdown.c", repo / name / "libtriton_countdown.so")
         for name in ("misbehave", "noexec", "undefined", "initfail"):
             add_model(repo, name, MISBEHAVE_CONFIG % name)
             build_backend(TEST_BACKENDS / f"{name}.c", repo / name / f"libtriton_{name}.so")
@@ -344,3 +357,13 @@ def test_a_string_correlation_id_is_only_available_as_a_string(clients: dict[str
     text.set_data_from_numpy(np.array([b""], np.object_))
     report = clients["http"].infer("probe", [numbers, text], sequence_id="seq-a", sequence_end=True)
     assert " id= flags=2 corr=0 corr_str=seq-a timeout_us=0 " in report.as_numpy("REPORT")[0].decode()
+
+
+def test_a_native_backend_reschedules_an_iterative_request(clients: dict[str, Any]) -> None:
+    """TRITONBACKEND_RequestRelease with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE runs it again."""
+    inp = httpclient.InferInput("IN", [1], "INT32")
+    inp.set_data_from_numpy(np.array([3], np.int32))
+    assert clients["http"].infer("countdown", [inp]).as_numpy("RUNS").tolist() == [3]
+    with pytest.raises(InferenceServerException) as info:  # no iterative_sequence: an error
+        clients["http"].infer("countdown_plain", [inp])
+    assert "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" in info.value.message()

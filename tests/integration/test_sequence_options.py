@@ -1,6 +1,5 @@
 """The sequence batcher's remaining options: ``direct { max_queue_delay_microseconds
-minimum_slot_utilization }``, ``oldest { preserve_ordering }``, and ``iterative_sequence``
-(refused at load: it needs request rescheduling).
+minimum_slot_utilization }`` and ``oldest { preserve_ordering }`` (``iterative_sequence``: test_iterative_sequence.py).
 
 Black-box: one tritium-server subprocess, python models that report how many requests each
 execute got, tritonclient over HTTP and gRPC streaming. The rules are Triton 2.51's
@@ -11,7 +10,6 @@ batcher with ``preserve_ordering``).
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.support.clients import http_call, module_server
+from tests.support.clients import module_server
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
@@ -85,15 +83,6 @@ REVERSING_MODEL = """
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 """
 
-ITERATIVE = """
-    backend: "python"
-    max_batch_size: 0
-    sequence_batching { iterative_sequence: true }
-    input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
-    output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
-"""
-
-
 def build(repo: Path) -> None:
     # a batch waits (up to 30 s) until both slots are ready
     add_model(repo, "direct_full", DIRECT.format(delay=30_000_000, utilization=1.0), files={"1/model.py": COUNTING_MODEL})
@@ -103,7 +92,6 @@ def build(repo: Path) -> None:
     add_model(repo, "direct_any", DIRECT.format(delay=30_000_000, utilization=0.0), files={"1/model.py": COUNTING_MODEL})
     for name, ordering in (("oldest_ordered", "true"), ("oldest_unordered", "false")):
         add_model(repo, name, OLDEST.format(ordering=ordering), files={"1/model.py": REVERSING_MODEL})
-    add_model(repo, "iterative", ITERATIVE, files={"1/model.py": COUNTING_MODEL})
 
 
 @pytest.fixture(scope="module")
@@ -169,10 +157,3 @@ def test_oldest_preserve_ordering(server: ServerProcess) -> None:
     # the model answers the second request first; preserve_ordering holds it until the first's came
     assert _stream_order(server, "oldest_unordered") == [42, 41]
     assert _stream_order(server, "oldest_ordered") == [41, 42]
-
-
-def test_iterative_sequence_is_refused_at_load(server: ServerProcess) -> None:
-    status, _, body = http_call(server, "POST", "/v2/repository/index", b"{}")
-    entry = next(e for e in json.loads(body) if e["name"] == "iterative")
-    assert entry["state"] == "UNAVAILABLE"
-    assert "sequence_batching iterative_sequence is not supported by tritium yet" in entry["reason"]

@@ -128,6 +128,9 @@ def test_grpc_over_tls_with_tritonclient(tls_server: ServerProcess, pki: dict[st
     plain = grpcclient.InferenceServerClient(tls_server.grpc_url)
     with pytest.raises(InferenceServerException):
         plain.is_server_live(client_timeout=10)
+    # the start-up lines say TLS is on, for each endpoint
+    assert f"Started GRPCInferenceService at {tls_server.grpc_url} (TLS)\n" in tls_server.log()
+    assert f"Started HTTPService at 127.0.0.1:{tls_server.http_port} (HTTPS)\n" in tls_server.log()
 
 
 def _client_context(pki: dict[str, Path], with_certificate: bool):  # type: ignore[no-untyped-def]

@@ -107,6 +107,7 @@ def test_http_trace_file_timestamps_in_order(traced: tuple[ServerProcess, Path])
     before = set(trace_file.parent.glob(trace_file.name + ".*"))
     _infer_http(server, request_id="req-7")
     (path,) = _wait_files(trace_file, before, 1)
+    assert not trace_file.exists()  # log_frequency > 0: only the numbered files, as Triton 2.51
     (trace,) = _traces(path).values()
     assert trace["info"]["model_name"] == "ident"
     assert trace["info"]["model_version"] == 1
@@ -150,8 +151,13 @@ def test_grpc_trace_and_settings(traced: tuple[ServerProcess, Path]) -> None:
         with pytest.raises(InferenceServerException, match="trace file location can not be updated") as info:
             client.update_trace_settings(settings={"trace_file": "/tmp/x"})
         assert info.value.status() == "StatusCode.UNIMPLEMENTED"
-        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch"):
+        # as Triton 2.51 (probed): INVALID_ARGUMENT, for reading and for updating
+        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch") as info:
             client.get_trace_settings("nosuch")
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+        with pytest.raises(InferenceServerException, match="Request for unknown model : nosuch") as info:
+            client.update_trace_settings("nosuch", {"trace_rate": "5"})
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
     finally:
         client.close()
         _reset(server)
@@ -197,6 +203,7 @@ def test_model_override_and_clear(traced: tuple[ServerProcess, Path]) -> None:
         assert answer["trace_rate"] == "1" and answer["trace_level"] == ["TIMESTAMPS", "TENSORS"]
         status, answer = _post(server, "/v2/models/ident/trace/setting", {"trace_level": None})
         assert answer == _get(server, "/v2/trace/setting")[1]
+        # as Triton 2.51 (probed): 400 with its words, for reading and for updating
         assert _post(server, "/v2/models/nosuch/trace/setting", {"trace_rate": "2"}) == (
             400, {"error": "Request for unknown model : nosuch"})
         assert _get(server, "/v2/models/nosuch/trace/setting") == (400, {"error": "Request for unknown model : nosuch"})
@@ -336,10 +343,26 @@ def test_log_frequency_zero_writes_the_trace_file_at_shutdown(tmp_path: Path) ->
     args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
             "--allow-grpc=false", "--allow-metrics=false"]
     with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
-        assert trace_file.read_text() == ""  # there from the start, as in Triton
+        assert not trace_file.exists()  # as Triton 2.51: written at shutdown, not made at start
         _infer_http(proc, request_id="a")
         _infer_http(proc, "other", request_id="b")
     traces = _traces(trace_file)
     assert sorted(t["info"]["request_id"] for t in traces.values()) == ["a", "b"]
     assert sorted(traces) == [1, 2]
     assert not list(tmp_path.glob("trace.json.*"))
+
+
+def test_log_frequency_writes_only_numbered_files(tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.json"
+    # Triton's own spelling of the setting (its docs: ``triton,log-frequency=<n>``)
+    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
+            "--trace-config=triton,log-frequency=2", "--allow-grpc=false", "--allow-metrics=false"]
+    with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
+        assert _get(proc, "/v2/trace/setting")[1]["log_frequency"] == "2"
+        for request_id in ("a", "b", "c"):
+            _infer_http(proc, request_id=request_id)
+        _wait_files(trace_file, set(), 1)
+    # as Triton 2.51: every 2 traces a new numbered file, the rest at shutdown; never <file> itself
+    assert sorted(p.name for p in tmp_path.glob("trace.json*")) == ["trace.json.0", "trace.json.1"]
+    assert sorted(t["info"]["request_id"] for t in _traces(tmp_path / "trace.json.0").values()) == ["a", "b"]
+    assert [t["info"]["request_id"] for t in _traces(tmp_path / "trace.json.1").values()] == ["c"]

@@ -9,7 +9,7 @@ import pytest
 
 from tritium.cli import parse_args
 from tritium.core.errors import Code, TritonError
-from tritium.core.model_repository.lifecycle import fingerprint
+from tritium.core.model_repository.repository import fingerprint
 from tritium.core.model_repository.paths import check_model_name, check_relative_file
 from tritium.core.model_repository.remote import is_remote
 from tritium.core.model_repository.uploads import check_upload_path, write_upload

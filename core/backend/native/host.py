@@ -65,6 +65,7 @@ _KINDS = {"KIND_AUTO": 0, "KIND_CPU": 1, "KIND_GPU": 2, "KIND_MODEL": 3}
 _BY_VALUE: dict[int, DataType] = {dt.config_value: dt for dt in DATATYPES}
 _PARAM_STRING, _PARAM_INT, _PARAM_BOOL, _PARAM_DOUBLE = 0, 1, 2, 3
 _RESPONSE_FINAL = 1
+_RELEASE_RESCHEDULE = 2  # TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _LOG_LEVELS = (logging.INFO, logging.WARNING, logging.ERROR, logging.DEBUG)
 
 
@@ -507,8 +508,10 @@ def _install_callbacks(ffi: Any) -> None:
     @ffi.def_extern(name="tritium_py_request_release")
     @guarded
     def request_release(request: int, flags: int) -> None:
-        del flags  # decoupled models only: the request may outlive execute
+        # a decoupled model's request (it may outlive execute), or any rescheduled one
         entry = request_of(request)
+        if int(flags) & _RELEASE_RESCHEDULE:  # run it again (iterative sequences): no final response
+            entry.request.reschedule()
         entry.released = True
         _forget_if_done(entry)
 

@@ -478,7 +478,8 @@ TRITONSERVER_Error* TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request,
   REQUIRE(request, "TRITONBACKEND_RequestRelease: NULL request");
   if (request->released)
     return err(TRITONSERVER_ERROR_INVALID_ARG, "the request was released or does not belong to this execution");
-  if (request->notify_release) {
+  /* the host hears of a decoupled request's release, and of any rescheduling (iterative sequences) */
+  if (request->notify_release || (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)) {
     TRITONSERVER_Error* error = tritium_py_request_release(request->handle, release_flags);
     if (error) return error;
   }

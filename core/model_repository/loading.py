@@ -1,0 +1,234 @@
+"""Loading a model: its config (file or override, checked), one version's instances and warmup, the cache.
+
+:func:`read_model_config` reads and prepares a model's config;
+:func:`check_config_paths` refuses paths that leave the model folder;
+:func:`ensemble_config` checks an ensemble against its composing models;
+:func:`load_version` checks the backend against the server's composition
+(``build.py``), starts a version's instances (through
+:func:`~tritium.core.model_loading.load_model`), runs its ``model_warmup``
+samples and returns it ready to serve; :func:`behind_cache` puts it behind
+the response cache. The repository manager decides when a version becomes
+visible and moves its state (:mod:`.lifecycle`). Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...proto import model_config_pb2 as mc
+from ..cache import CachedModel, ResponseCache, check_cacheable
+from ..composition import check_backend
+from ..devices import gpu_ids
+from ..ensemble import check_composing, check_scheduling
+from ..errors import Code, TritonError
+from ..memory.pool import TensorPool
+from ..model import Model
+from ..model_loading import load_model
+from ..model_config import normalize
+from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
+from ..model_instance import InstanceOptions
+from ..progress import still_running
+from ..options import ServerOptions
+from ..servable import Servable
+from ..warmup import run_warmup
+from ..worker.environment import resolve_environment
+from .paths import check_model_name, check_relative_file
+from .repository import ModelSource, read_labels
+
+log = logging.getLogger("tritium.repository")
+
+__all__ = [
+    "read_model_config",
+    "check_config_paths",
+    "ensemble_config",
+    "load_version",
+    "behind_cache",
+    "client_places",
+    "execute_timeout",
+    "backend_settings",
+]
+
+
+def read_model_config(source: ModelSource, override: str | None, auto_complete: bool) -> mc.ModelConfig:
+    """The model's config: the JSON ``override`` or ``config.pbtxt``, defaults filled, checked.
+
+    :param auto_complete: whether the server auto-completes configs (``--disable-auto-complete-config``).
+    :raises TritonError: INVALID_ARG for an override that is not a JSON object, a
+        config that does not parse or normalize, a decoupled model enabling the
+        response cache, or an ensemble's bad scheduling.
+    """
+    if override is not None:
+        try:
+            data = json.loads(override)
+        except ValueError as exc:
+            raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
+        if not isinstance(data, dict):
+            raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
+        data.setdefault("name", source.name)
+        raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
+    else:
+        raw = read_config_file(source.config_path) if source.config_path.exists() else None
+    config = normalize.prepare(raw, source.name, source.path, auto_complete, gpu_ids())
+    check_cacheable(config_to_dict(config))
+    if config.platform == normalize.ENSEMBLE:
+        check_scheduling(config_to_dict(config))
+    return config
+
+
+def ensemble_config(
+    name: str, config: mc.ModelConfig, gpus: Any, lookup: Callable[[str, str], Servable]
+) -> dict[str, Any]:
+    """An ensemble's final config (JSON form), checked against the composing models ``lookup`` finds.
+
+    ``model_transaction_policy.decoupled`` is set when a composing model is decoupled.
+
+    :raises TritonError: INVALID_ARG with Triton's message.
+    """
+    copy = mc.ModelConfig()
+    copy.CopyFrom(config)
+    final = config_to_dict(normalize.finalize(copy, name, gpus))
+    decoupled = check_composing(final, lookup)
+    final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
+    return final
+
+
+def behind_cache(model: Servable, cache: ResponseCache | None) -> Servable:
+    """``model`` behind the response cache when its config enables it and the server has one.
+
+    :raises TritonError: INVALID_ARG for a decoupled model that enables the cache.
+    """
+    if not check_cacheable(model.config):
+        return model
+    if cache is None:
+        log.warning(
+            "model '%s' enables the response cache, but the server has none (--cache-config): not caching",
+            model.name,
+        )
+        return model
+    return CachedModel(model, cache)
+
+
+def client_places(backend_directory: str, source: Any) -> dict[str, str]:
+    """The server's folders a client-facing message names by role instead (``<backend-directory>``, ...)."""
+    places = {str(backend_directory): "<backend-directory>"}
+    path = getattr(source, "path", None)
+    if path is not None:
+        places[str(path)] = f"<model-repository>/{Path(path).name}"
+    return places
+
+
+def check_config_paths(config: mc.ModelConfig, model_path: Path) -> None:
+    """Refuse ``default_model_filename`` / ``runtime`` values that leave the model folder, and bad step names.
+
+    :raises TritonError: INVALID_ARG naming the field.
+    """
+    check_relative_file(model_path, config.default_model_filename, "default_model_filename")
+    check_relative_file(model_path, config.runtime, "runtime")
+    for step in config.ensemble_scheduling.step:
+        check_model_name(step.model_name, "ensemble step model_name")
+
+
+async def load_version(
+    name: str,
+    version: int,
+    source: ModelSource,
+    config: mc.ModelConfig,
+    gpus: Any,
+    server_options: ServerOptions,
+    instance_options: InstanceOptions,
+    pool: TensorPool,
+) -> Model:
+    """Start one version's instances, run its warmup, and return it ready to serve.
+
+    :raises TritonError: why the version cannot load (its instances are stopped).
+    """
+    log.info("loading: %s:%d", name, version)
+    settings = {
+        "backend": config.backend,
+        "model_name": name,
+        "version": version,
+        "model_path": str(source.path),
+        "backend_directory": server_options.backend_directory,
+        "backend_config": backend_settings(server_options, config.backend),
+        "runtime": config.runtime,
+        "log_verbose": server_options.log_verbose,
+    }
+
+    def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:
+        if not final:
+            return completed
+        checked = normalize.finalize(config_from_dict(completed, f"the configuration of model '{name}'"), name, gpus)
+        return config_to_dict(checked)
+
+    async with still_running(log, f"loading '{name}' version {version}"):
+        config = normalize.instance_groups(config, gpus)
+        environment = await asyncio.to_thread(
+            resolve_environment, name, source.path, source.repository, config_to_dict(config)
+        )
+        options = dataclasses.replace(
+            instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
+        )
+        if environment is not None:
+            options = dataclasses.replace(options, python=environment.python, env=environment.env)
+        check_backend(
+            server_options.composition, name, config.backend, source.path, version,
+            server_options.backend_directory, config.runtime,
+        )
+        model = await load_model(
+            name,
+            version,
+            str(source.path),
+            config_to_dict(config),
+            settings,
+            server_options.auto_complete,
+            finish,
+            lambda cfg: read_labels(source.path, cfg),
+            pool,
+            options,
+        )
+        if model.config.get("model_warmup"):
+            try:
+                await run_warmup(model, source.path)
+            except BaseException:
+                await model.unload()
+                raise
+    return model
+
+
+def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> float:
+    """Seconds a batch may execute before its worker is killed and restarted (0: no limit).
+
+    The model config parameter ``execute_timeout_seconds`` wins over the backend setting
+    ``--backend-config=<backend>,execute-timeout-seconds=N``.
+
+    :raises TritonError: INVALID_ARG for a value that is not a non-negative number.
+    """
+    text = backend_config.get("execute-timeout-seconds", "0")
+    if "execute_timeout_seconds" in config.parameters:
+        text = config.parameters["execute_timeout_seconds"].string_value
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
+    return value
+
+
+def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
+    """The backend configuration Triton gives a backend: defaults, then global, then its own settings."""
+    settings = {
+        "auto-complete-config": "true" if options.auto_complete else "false",
+        "backend-directory": options.backend_directory,
+        "default-max-batch-size": "4",
+    }
+    settings.update(options.backend_config.get("", {}))
+    settings.update(options.backend_config.get(backend, {}))
+    return settings
+

@@ -1,0 +1,146 @@
+"""What the server, the frontends and the ensemble steps use of a loaded model version: :class:`Servable`.
+
+Three classes implement it: :class:`~.model.Model` (a version served by
+worker processes), :class:`~.ensemble.model.EnsembleModel` (a graph of
+other models, run by the core) and :class:`~.cache.CachedModel` (either of
+those behind the response cache). The repository hands out Servables; its
+callers never need to know which of the three they hold.
+
+The module also holds what the three share: the ``Done`` callback type,
+:func:`model_label`, :func:`platform_of`, :func:`is_decoupled`, and
+:func:`submit_as_task` for a Servable whose request path is a coroutine.
+Runs on the core's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import Code, TritonError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .request import InferenceRequest
+    from .response import InferenceResponse
+    from .stats import ModelStats
+    from .validation import ModelSignature
+
+__all__ = ["Servable", "Done", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
+
+#: receives a request's final response, or the error it failed with: ``done(response, None)`` /
+#: ``done(None, error)``
+Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
+
+
+class Servable(Protocol):
+    """One loaded model version as its users see it (the repository's unit of serving).
+
+    Identity and config: ``name``, ``version`` (int), ``config`` (the
+    normalized config, JSON form), ``signature`` (its inputs and outputs
+    prepared for request checks), ``decoupled`` (Triton's
+    ``model_transaction_policy.decoupled``), ``label`` (``'m' version 1``, for
+    messages) and ``platform`` (what model metadata reports). Accounting:
+    ``stats`` (Triton's statistics extension), ``instances`` (the worker-backed
+    instances, empty for an ensemble), ``active`` (requests accepted and not
+    yet answered) and :meth:`pending_count` (Triton's pending-request gauge).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+    @property
+    def signature(self) -> ModelSignature: ...
+
+    @property
+    def decoupled(self) -> bool: ...
+
+    @property
+    def stats(self) -> ModelStats: ...
+
+    @property
+    def instances(self) -> Sequence[Any]: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def ready(self) -> bool:
+        """True while the version can take requests (every instance, or every composing model, is ready)."""
+        ...
+
+    @property
+    def active(self) -> int:
+        """Requests accepted and not yet answered."""
+        ...
+
+    def pending_count(self) -> int:
+        """Requests waiting to execute (``nv_inference_pending_request_count``)."""
+        ...
+
+    def submit(self, request: InferenceRequest, done: Done) -> None:
+        """Start one request; ``done`` is called once, later, on the event loop.
+
+        :raises TritonError: for a request refused before it is queued.
+        """
+        ...
+
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one request and return its single response (released by the caller)."""
+        ...
+
+    def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Run one request and yield each response (decoupled models: zero or more, then a final one)."""
+        ...
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no request is in flight; return whether it happened."""
+        ...
+
+    async def unload(self) -> None:
+        """Stop taking requests and release what the version holds."""
+        ...
+
+
+def model_label(name: str, version: int) -> str:
+    """``'name' version N``: how messages name a model version."""
+    return f"'{name}' version {version}"
+
+
+def platform_of(config: Mapping[str, Any]) -> str:
+    """What model metadata reports as ``platform``: the config's platform, else its backend."""
+    return str(config.get("platform") or config.get("backend") or "")
+
+
+def is_decoupled(config: Mapping[str, Any]) -> bool:
+    """Whether a config sets ``model_transaction_policy.decoupled`` (Triton's decoupled models)."""
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+
+
+def submit_as_task(
+    infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done
+) -> None:
+    """:meth:`Servable.submit` for a Servable whose request path is the coroutine ``infer(request)``.
+
+    The coroutine runs as a task; ``done`` gets its response or its error, or
+    UNAVAILABLE ``Server is stopping, request cancelled`` when the task is cancelled.
+    """
+
+    def settle(task: asyncio.Task[InferenceResponse]) -> None:
+        if task.cancelled():
+            done(None, TritonError(Code.UNAVAILABLE, "Server is stopping, request cancelled"))
+        elif task.exception() is not None:
+            done(None, task.exception())
+        else:
+            done(task.result(), None)
+
+    asyncio.get_running_loop().create_task(infer(request)).add_done_callback(settle)
