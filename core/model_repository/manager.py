@@ -204,8 +204,8 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         else:
             sources, _ = await self._scan()
             found = sources.get(name)
-            if found is None:
-                raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+            if found is None:  # the client named a model that is not there: 400 (Triton 2.51 answers 500)
+                raise TritonError(Code.INVALID_ARG, f"failed to load '{name}', failed to poll from model repository")
             source = found
         try:
             await self._load_composing(source, config)

@@ -90,14 +90,21 @@ class HTTPFrontend:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- the connections' dispatcher -------------------------------------------------------
-    @property
-    def max_body_bytes(self) -> int:
-        """The request body limit in bytes."""
-        return self.context.max_request_bytes
+    def body_limit(self, request: HttpRequest) -> int:
+        """The body limit of ``request``'s route: ``--max-request-bytes``, or less for small control bodies.
 
-    def too_large(self, size: int | None) -> HttpResponse:
-        """413 for a body of ``size`` bytes (None: a chunked body past the limit)."""
-        return error_response(body_too_large(size, self.context.max_request_bytes))
+        Resolves the route (kept on the request for :meth:`dispatch`).
+        """
+        route, params = self.router.resolve(request.path)
+        request.route, request.params = route, params
+        limit = self.context.max_request_bytes
+        if route is not None and route.max_body is not None:
+            return min(limit, route.max_body)
+        return limit
+
+    def too_large(self, size: int | None, limit: int) -> HttpResponse:
+        """413 for a body of ``size`` bytes over ``limit`` (None: a chunked body past it)."""
+        return error_response(body_too_large(size, limit))
 
     def reserve(self, size: int) -> bool:
         """Take ``size`` bytes of the budget for bodies in flight (``--max-inflight-request-bytes``)."""
@@ -127,8 +134,10 @@ class HTTPFrontend:
         bytes arrive (a client that declares a size and sends nothing costs
         nothing) and go back to the system as soon as the request is dropped.
         """
-        route, params = self.router.resolve(request.path)
-        request.route, request.params = route, params
+        route = request.route
+        if route is None:
+            route, request.params = self.router.resolve(request.path)
+            request.route = route
         if (
             route is not None
             and route.arena_body

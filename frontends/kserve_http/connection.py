@@ -34,6 +34,15 @@ Framing (RFC 9112):
   connection idle (the idle timeout) is dropped (see
   :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
   request still gets the response.
+- Lingering close (RFC 9112 section 9.6): a request refused before its body
+  is read (413 from the headers, 503 for a full body budget, a malformed
+  head) closes its connection, but not at once: a client still sending its
+  body (``tritonclient`` writes the whole body before it reads) would get a
+  connection reset instead of the answer, since the kernel resets a socket
+  closed with unread bytes. After the refusal the write side is shut down
+  and the rest of the body is read into a scratch buffer and dropped (never
+  kept), for at most :data:`LINGER_S` seconds and :data:`LINGER_BYTES`
+  bytes, until the client closes its side.
 """
 
 from __future__ import annotations
@@ -41,96 +50,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from http import HTTPStatus
 from typing import Any, AsyncIterator, Callable
 
 import httptools
 
+from .framing import CONTINUE, HEAD_END, Head, json_string, keep_alive, status_lines, url_path
 from .messages import Dispatcher, HttpRequest, HttpResponse, HttpStreamResponse
 
 log = logging.getLogger("tritium.http")
 
-__all__ = ["HttpConnection", "MAX_HEAD_BYTES"]
+__all__ = ["HttpConnection", "MAX_HEAD_BYTES", "LINGER_S", "LINGER_BYTES"]
 
 #: the largest request head (request line and headers) accepted, bytes
 MAX_HEAD_BYTES = 64 * 1024
 #: a chunked body is read through this buffer, bytes
 _CHUNK_BUFFER = 64 * 1024
-
-_HEAD_END = b"\r\n\r\n"
-_HEADER_NAMES: dict[bytes, str] = {}  # header names as sent -> lower-case text
-_REASONS = {s.value: s.phrase for s in HTTPStatus}
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+#: after a refusal, the rest of a request body is read and dropped for at most this long, seconds
+LINGER_S = 5.0
+#: ... and at most this many bytes
+LINGER_BYTES = 256 << 20
+#: where the dropped bytes go (shared by all connections: nothing reads it)
+_SCRATCH = memoryview(bytearray(256 * 1024))
 
 # connection states
-_HEAD, _BODY, _CHUNKED, _BUSY, _CLOSED = range(5)
-
-
-class _Head:
-    """httptools callbacks for one request head (a fresh parser per head)."""
-
-    __slots__ = ("url", "headers", "complete", "body", "body_size", "message_done", "limit")
-
-    def __init__(self) -> None:
-        self.limit = 0
-        self.url = b""
-        self.headers: dict[str, str] = {}
-        self.complete = False
-        self.body: bytearray | None = None
-        self.body_size = 0
-        self.message_done = False
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key = _HEADER_NAMES.get(name)
-        if key is None:
-            key = name.decode("latin-1").lower()
-            if len(_HEADER_NAMES) < 256:  # the names clients send are few; strangers are not kept
-                _HEADER_NAMES[name] = key
-        if key not in self.headers:
-            self.headers[key] = value.decode("latin-1")
-
-    def on_headers_complete(self) -> None:
-        self.complete = True
-
-    def on_body(self, data: bytes) -> None:  # chunked bodies only (kept up to the limit)
-        if self.body is not None and not self.message_done:
-            self.body_size += len(data)
-            if self.body_size <= self.limit:
-                self.body += data
-
-    def on_message_complete(self) -> None:
-        self.message_done = True
-
-
-_STATUS_LINES: dict[tuple[int, str | None], str] = {}
-
-
-def _status_lines(status: int, content_type: str | None) -> str:
-    """The status line and the Content-Type header (cached: few combinations occur)."""
-    text = _STATUS_LINES.get((status, content_type))
-    if text is None:
-        text = f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
-        if content_type is not None:
-            text += f"Content-Type: {content_type}\r\n"
-        if len(_STATUS_LINES) < 256:
-            _STATUS_LINES[(status, content_type)] = text
-    return text
-
-
-def _keep_alive(http10: bool, connection: str | None) -> bool:
-    """Whether the connection stays open after the response (RFC 9112 section 9.3)."""
-    if not connection:
-        return not http10
-    tokens = {token.strip() for token in connection.lower().split(",")}
-    return "keep-alive" in tokens if http10 else "close" not in tokens
-
-
-def _url_path(url: bytes) -> str:
-    """The path of a request target, still percent-encoded (routes match it; parameters are decoded)."""
-    return url.split(b"?", 1)[0].split(b"#", 1)[0].decode("latin-1")
+_HEAD, _BODY, _CHUNKED, _BUSY, _CLOSED, _LINGER = range(6)
 
 
 class HttpConnection(asyncio.BufferedProtocol):
@@ -157,7 +100,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._body_block: Any = None  # the arena block a body is being received into
         self._current_block: Any = None  # the arena block of the request being answered
         self._parser: Any = None
-        self._chunk_head: _Head | None = None
+        self._chunk_head: Head | None = None
         self._chunk_buffer: memoryview | None = None
         self._reading = True
         self._write_paused = False
@@ -174,6 +117,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         #: monotonic time the head being received began
         self.head_since = 0.0
         self._unsent = 0  # bytes of a response still in the transport at the last stall check
+        self._linger = False  # the response refuses a request whose body was not read: linger after it
+        self._linger_since = 0.0
+        self._lingered = 0  # bytes dropped while lingering
 
     # -- transport callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -197,7 +143,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._eof = True
         if self._state == _BUSY or self._write_paused:
             return True
-        if self._state in (_BODY, _CHUNKED):  # the client gave up in the middle of a body
+        if self._state in (_BODY, _CHUNKED, _LINGER):  # the client gave up in the middle of a body
             return False
         self._process()  # a complete request may still be in the buffer
         return self._state == _BUSY
@@ -215,7 +161,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             return
         self._release_response()
         if self._close_after:
-            self._close()
+            self._close_or_linger()
         elif self._state == _BUSY:
             self._state = _HEAD
             self._process()
@@ -225,6 +171,8 @@ class HttpConnection(asyncio.BufferedProtocol):
         if state == _BODY:
             assert self._body_view is not None
             return self._body_view[self._body_pos :]
+        if state == _LINGER:
+            return _SCRATCH
         if state == _CHUNKED:
             if self._chunk_buffer is None:
                 self._chunk_buffer = memoryview(bytearray(_CHUNK_BUFFER))
@@ -250,6 +198,11 @@ class HttpConnection(asyncio.BufferedProtocol):
             assert self._chunk_buffer is not None
             self._feed_chunked(self._chunk_buffer[:nbytes])
             return
+        if state == _LINGER:
+            self._lingered += nbytes
+            if self._lingered > LINGER_BYTES:
+                self._close()
+            return
         if state == _CLOSED:
             return
         if self._filled >= MAX_HEAD_BYTES:
@@ -265,7 +218,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Parse the next complete head in the buffer, if any, and start its request."""
         if self._state != _HEAD:
             return
-        end = self._head.find(_HEAD_END, max(0, self._scan - 3), self._filled)
+        end = self._head.find(HEAD_END, max(0, self._scan - 3), self._filled)
         if end < 0:
             if self._filled >= MAX_HEAD_BYTES:
                 self._fail(431, "request header fields are larger than the limit of %d bytes" % MAX_HEAD_BYTES)
@@ -276,7 +229,7 @@ class HttpConnection(asyncio.BufferedProtocol):
                 self._resume_reading()
             return
         head_len = end + 4
-        head = _Head()
+        head = Head()
         parser = httptools.HttpRequestParser(head)
         try:
             parser.feed_data(self._head_view[:head_len])
@@ -289,21 +242,22 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._fail(400, "malformed HTTP request head")
             return
         method = parser.get_method().decode("ascii", "replace")
-        request = HttpRequest(method, _url_path(head.url), head.headers)
+        request = HttpRequest(method, url_path(head.url), head.headers)
         self._http10 = parser.get_http_version() == "1.0"
-        self._keep_alive = _keep_alive(self._http10, head.headers.get("connection"))
+        self._keep_alive = keep_alive(self._http10, head.headers.get("connection"))
         self._request = request
         headers = head.headers
         if "transfer-encoding" in headers and not head.message_done:
             self._consume(head_len)
-            self._start_chunked(parser, head)
+            self._start_chunked(parser, head, self._dispatcher.body_limit(request))
             return
         length_text = headers.get("content-length")
         size = int(length_text) if length_text else 0  # llhttp accepts digits only
-        if size > self._dispatcher.max_body_bytes:
+        limit = self._dispatcher.body_limit(request) if size else 0  # (no body: no route lookup here)
+        if size > limit:
             self._consume(head_len)
             self._keep_alive = False
-            self._respond_now(self._dispatcher.too_large(size))
+            self._respond_now(self._dispatcher.too_large(size, limit))
             return
         if size == 0:
             self._consume(head_len)
@@ -316,7 +270,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             return
         self._reserved = size
         if headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
-            self._transport.write(_CONTINUE)
+            self._transport.write(CONTINUE)
         try:
             view, block = self._dispatcher.body_destination(request, size)
         except Exception as exc:  # the arena cannot hold it
@@ -348,12 +302,12 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._scan = 0
 
     # -- chunked bodies ---------------------------------------------------------------------
-    def _start_chunked(self, parser: Any, head: _Head) -> None:
+    def _start_chunked(self, parser: Any, head: Head, limit: int) -> None:
         self._keep_alive = False  # a chunked request's connection closes after its response
         if head.headers.get("expect", "").lower() == "100-continue" and self._transport is not None:
-            self._transport.write(_CONTINUE)
+            self._transport.write(CONTINUE)
         head.body = bytearray()
-        head.limit = self._dispatcher.max_body_bytes
+        head.limit = limit
         self._parser, self._chunk_head = parser, head
         self._state = _CHUNKED
         if self._filled:
@@ -381,10 +335,10 @@ class HttpConnection(asyncio.BufferedProtocol):
                 self._respond_now(self._dispatcher.busy())
                 return
             self._reserved += grown
-        if head.body_size > self._dispatcher.max_body_bytes:
+        if head.body_size > head.limit:
             self._parser = self._chunk_head = None
             self._keep_alive = False
-            self._respond_now(self._dispatcher.too_large(None))
+            self._respond_now(self._dispatcher.too_large(None, head.limit))
             return
         if head.message_done:
             assert self._request is not None
@@ -409,7 +363,9 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._respond(HttpResponse(500, b'{"error":"internal error"}'))
 
     def _respond_now(self, response: HttpResponse) -> None:
+        """Refuse the request being received with ``response``; the connection lingers, then closes."""
         self._state = _BUSY
+        self._linger = True
         self._respond(response)
 
     def _respond(self, response: HttpResponse) -> None:
@@ -431,7 +387,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         else:
             parts = None
             size = len(body)  # type: ignore[arg-type]
-        start = _status_lines(response.status, response.content_type)
+        start = status_lines(response.status, response.content_type)
         if response.headers:
             start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
         if keep:
@@ -456,7 +412,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             return  # resume_writing continues
         self._release_response()
         if not keep:
-            self._close()
+            self._close_or_linger()
             return
         self._state = _HEAD
         if self._filled:
@@ -472,7 +428,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             return
         chunked = not self._http10
         keep = chunked and self._keep_alive and not self._eof
-        start = _status_lines(response.status, response.content_type)
+        start = status_lines(response.status, response.content_type)
         if response.headers:
             start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
         if chunked:
@@ -550,7 +506,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Answer a request that cannot be read with ``status`` and close the connection."""
         self._keep_alive = False
         self._free_body()
-        body = ('{"error":%s}' % _json_string(message)).encode()
+        body = ('{"error":%s}' % json_string(message)).encode()
         self._respond_now(HttpResponse(status, body))
 
     def _pause_reading(self) -> None:
@@ -562,6 +518,20 @@ class HttpConnection(asyncio.BufferedProtocol):
         if not self._reading and self._transport is not None:
             self._reading = True
             self._transport.resume_reading()
+
+    def _close_or_linger(self) -> None:
+        """Close after a response: at once, or (after a refusal) once the client stops sending."""
+        transport = self._transport
+        if not self._linger or self._eof or transport is None or transport.is_closing():
+            self._close()
+            return
+        self._linger = False
+        self._state = _LINGER
+        self._linger_since = time.monotonic()
+        self._lingered = 0
+        if transport.can_write_eof():  # the client sees the end of the answer (TLS: Content-Length says it)
+            transport.write_eof()
+        self._resume_reading()
 
     def _close(self) -> None:
         self._state = _CLOSED
@@ -584,6 +554,8 @@ class HttpConnection(asyncio.BufferedProtocol):
         request for ``idle_s``.
         """
         state = self._state
+        if state == _LINGER:
+            return "its refused request body did not end" if now - self._linger_since > LINGER_S else None
         if self._write_paused:
             transport = self._transport
             unsent = transport.get_write_buffer_size() if transport is not None else 0
@@ -606,14 +578,9 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def close_if_idle(self) -> bool:
         """Close the connection when it is idle (at stop); True when it was closed."""
-        if self.idle:
+        if self.idle or self._state == _LINGER:
             self._close()
             return True
         self._keep_alive = False
         return False
 
-
-def _json_string(text: str) -> str:
-    import json
-
-    return json.dumps(text)

@@ -109,12 +109,11 @@ class Dispatcher(Protocol):
     def dispatch(self, request: HttpRequest, respond: Callable[[HttpResponse], None]) -> None:
         """Handle ``request``; call ``respond`` exactly once, now or later."""
 
-    def too_large(self, size: int | None) -> HttpResponse:
-        """The 413 answer for a body of ``size`` bytes (None: a chunked body past the limit)."""
+    def too_large(self, size: int | None, limit: int) -> HttpResponse:
+        """The 413 answer for a body of ``size`` bytes over ``limit`` (None: a chunked body past it)."""
 
-    @property
-    def max_body_bytes(self) -> int:
-        """The request body limit in bytes."""
+    def body_limit(self, request: HttpRequest) -> int:
+        """The body limit of ``request``'s route in bytes (its route is resolved here)."""
 
     def reserve(self, size: int) -> bool:
         """Take ``size`` bytes of the endpoint's budget for bodies in flight (False: it is spent)."""

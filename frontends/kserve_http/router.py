@@ -17,7 +17,11 @@ from typing import Any, Awaitable, Callable, Union
 
 from .messages import HttpRequest, HttpResponse
 
-__all__ = ["Route", "Router", "Handler", "NOT_FOUND", "METHOD_NOT_ALLOWED"]
+__all__ = ["Route", "Router", "Handler", "NOT_FOUND", "METHOD_NOT_ALLOWED", "CONTROL_BODY_BYTES"]
+
+#: the body limit of control routes whose JSON is always small (shared memory, trace, logging,
+#: unload): parsed on the event loop, so bounded far below ``--max-request-bytes``
+CONTROL_BODY_BYTES = 64 * 1024
 
 #: a handler gets the endpoint's context and the request; it answers now (a response), from a
 #: coroutine, or later through ``request.respond`` (it returns None)
@@ -35,14 +39,17 @@ class Route:
 
     :ivar arena_body: the body of this route's requests is received into the core's
         shared-memory arena (the inference routes: their tensors go to a worker from there).
+    :ivar max_body: the route's own body limit in bytes (None: the endpoint's); a larger
+        body is refused with 413 from its headers.
     """
 
-    __slots__ = ("template", "handlers", "arena_body")
+    __slots__ = ("template", "handlers", "arena_body", "max_body")
 
-    def __init__(self, template: str, arena_body: bool = False) -> None:
+    def __init__(self, template: str, arena_body: bool = False, max_body: int | None = None) -> None:
         self.template = template
         self.handlers: dict[str, Handler] = {}
         self.arena_body = arena_body
+        self.max_body = max_body
 
 
 class Router:
@@ -53,14 +60,16 @@ class Router:
         self._patterns: list[tuple[re.Pattern[str], Route]] = []
         self._routes: dict[str, Route] = {}
 
-    def add(self, template: str, method: str, handler: Handler, arena_body: bool = False) -> None:
-        """Answer ``method`` on ``template`` with ``handler``.
+    def add(
+        self, template: str, method: str, handler: Handler, arena_body: bool = False, max_body: int | None = None
+    ) -> None:
+        """Answer ``method`` on ``template`` with ``handler`` (``max_body``: the route's body limit, bytes).
 
         :raises ValueError: for a placeholder other than ``model``, ``name`` or ``version``.
         """
         route = self._routes.get(template)
         if route is None:
-            route = self._routes[template] = Route(template, arena_body)
+            route = self._routes[template] = Route(template, arena_body, max_body)
             if "{" not in template:
                 self._exact[template] = route
             else:
@@ -73,6 +82,8 @@ class Router:
                     for i, piece in enumerate(pieces)
                 )
                 self._patterns.append((re.compile(regex + r"\Z"), route))
+        if max_body is not None:
+            route.max_body = max_body
         route.handlers[method] = handler
 
     def resolve(self, path: str) -> tuple[Route | None, dict[str, str]]:

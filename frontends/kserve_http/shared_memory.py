@@ -20,7 +20,7 @@ from ...core import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
-from .router import Router
+from .router import CONTROL_BODY_BYTES, Router
 
 __all__ = ["add_shared_memory_routes"]
 
@@ -135,6 +135,6 @@ def add_shared_memory_routes(router: Router) -> None:
         region = base + "/region/{name}"
         router.add(base + "/status", "GET", status)
         router.add(region + "/status", "GET", status)
-        router.add(region + "/register", "POST", register)
-        router.add(base + "/unregister", "POST", unregister)
-        router.add(region + "/unregister", "POST", unregister)
+        router.add(region + "/register", "POST", register, max_body=CONTROL_BODY_BYTES)
+        router.add(base + "/unregister", "POST", unregister, max_body=CONTROL_BODY_BYTES)
+        router.add(region + "/unregister", "POST", unregister, max_body=CONTROL_BODY_BYTES)

@@ -17,7 +17,7 @@ from ...core import Code, TritonError
 from . import codec
 from .messages import HttpRequest, HttpResponse
 from .context import EndpointContext, error_response
-from .router import Router
+from .router import CONTROL_BODY_BYTES, Router
 
 __all__ = ["add_trace_logging_routes"]
 
@@ -67,6 +67,6 @@ def add_trace_logging_routes(router: Router) -> None:
     for path in ("/v2/trace/setting", "/v2/models/{model}/trace/setting",
                  "/v2/models/{model}/versions/{version}/trace/setting"):
         router.add(path, "GET", trace_setting)
-        router.add(path, "POST", trace_setting)
+        router.add(path, "POST", trace_setting, max_body=CONTROL_BODY_BYTES)
     router.add("/v2/logging", "GET", logging_setting)
-    router.add("/v2/logging", "POST", logging_setting)
+    router.add("/v2/logging", "POST", logging_setting, max_body=CONTROL_BODY_BYTES)

@@ -91,4 +91,6 @@ def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, 
                           "pip install 'tritium[openai]'") from None
     serving = Serving(server, values["default_max_tokens"], _chat_template(values["chat_template"]),
                       values["max_choices"])
-    return OpenAIFrontend(serving, values["address"], values["port"], values["max_request_bytes"])
+    network = server.options.network  # the HTTP timeouts apply to this endpoint too
+    return OpenAIFrontend(serving, values["address"], values["port"], values["max_request_bytes"],
+                          network.http_body_timeout_s, network.http_idle_timeout_s)

@@ -11,6 +11,13 @@ Routes (transport only; the work is in :mod:`.serving`):
 Every error, the router's 404 and 405 and the body size limit's 413 included, has OpenAI's
 ``{"error": {"message", "type", "param", "code"}}`` body. Runs in the core process, on its
 event loop.
+
+Bodies are bounded as on the KServe HTTP endpoint: a declared ``Content-Length`` over
+``max_request_bytes`` is 413 from the headers, before the body is read; a chunked body is read
+with a running size check (413 once past the limit); a body that makes no progress for
+``--http-body-timeout-secs`` is 408; a keep-alive connection idle for
+``--http-idle-timeout-secs`` is closed (aiohttp's ``keepalive_timeout``). A refused request's
+connection closes after its answer.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ __all__ = ["OpenAIFrontend", "create_app", "SERVING"]
 #: The endpoints' work (models, completions, chat completions).
 SERVING = web.AppKey("serving", Serving)
 _HANDLERS = web.AppKey("handlers", set)
+#: the largest request body (bytes) and how long a body may make no progress (seconds)
+_BODY_LIMITS = web.AppKey("body_limits", tuple)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -51,9 +60,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except OpenAIError as exc:
-        return _json(exc.body(), exc.status)
-    except web.HTTPRequestEntityTooLarge as exc:
-        return _json(OpenAIError(413, f"Request body too large: {exc.text}", code="request_too_large").body(), 413)
+        response = _json(exc.body(), exc.status)
+        if exc.status in (408, 413):  # the body was not read to its end: the connection cannot go on
+            response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status == 404:
             error = OpenAIError(404, f"Invalid URL ({request.method} {request.path})", code="unknown_url")
@@ -74,8 +84,38 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         handlers.discard(task)
 
 
+def _too_large(limit: int) -> OpenAIError:
+    return OpenAIError(413, f"Request body too large: Maximum request body size {limit} exceeded.",
+                       code="request_too_large")
+
+
+async def read_body(request: web.Request, limit: int, stall_s: float) -> bytes:
+    """The request body, at most ``limit`` bytes, each piece within ``stall_s`` seconds of the last.
+
+    :raises OpenAIError: 413 for a declared length over ``limit`` (before a byte is read) or a
+        (chunked) body that passes it; 408 when the body makes no progress for ``stall_s``.
+    """
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    while True:
+        try:
+            async with asyncio.timeout(stall_s):
+                chunk = await request.content.readany()
+        except TimeoutError:
+            raise OpenAIError(408, f"The request body made no progress for {stall_s:g} s (--http-body-timeout-secs).",
+                              code="request_timeout") from None
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(limit)
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
-    return parse_json(await request.read())
+    limit, stall_s = request.app[_BODY_LIMITS]
+    return parse_json(await read_body(request, limit, stall_s))
 
 
 async def _sse(request: web.Request, chunks: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
@@ -127,13 +167,15 @@ async def health_ready(request: web.Request) -> web.Response:
     return _json(OpenAIError(503, "The server is not ready.", "server_error", code="not_ready").body(), 503)
 
 
-def create_app(serving: Serving, max_request_bytes: int) -> web.Application:
+def create_app(serving: Serving, max_request_bytes: int, body_timeout_s: float = 60.0) -> web.Application:
     """The application serving the OpenAI endpoints of ``serving``.
 
     :param max_request_bytes: the largest request body accepted (413 beyond).
+    :param body_timeout_s: a request body may make no progress this long (408 beyond).
     """
     app = web.Application(client_max_size=max_request_bytes, middlewares=[_errors])
     app[SERVING] = serving
+    app[_BODY_LIMITS] = (max_request_bytes, body_timeout_s)
     app[_HANDLERS] = set()
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/models/{model}", get_model)
@@ -150,13 +192,20 @@ class OpenAIFrontend:
     :param address: the address to bind.
     :param port: the port to bind.
     :param max_request_bytes: the largest request body accepted.
+    :param body_timeout_s: a request body may make no progress this long (``--http-body-timeout-secs``).
+    :param idle_timeout_s: a keep-alive connection may wait this long for a request
+        (``--http-idle-timeout-secs``).
     """
 
     name = "openai"
 
-    def __init__(self, serving: Serving, address: str, port: int, max_request_bytes: int) -> None:
+    def __init__(
+        self, serving: Serving, address: str, port: int, max_request_bytes: int,
+        body_timeout_s: float = 60.0, idle_timeout_s: float = 300.0,
+    ) -> None:
         self.address, self.port = address, port
-        self.app = create_app(serving, max_request_bytes)
+        self.app = create_app(serving, max_request_bytes, body_timeout_s)
+        self._idle_timeout_s = idle_timeout_s
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
 
@@ -165,7 +214,7 @@ class OpenAIFrontend:
 
         :raises OSError: when the port cannot be bound.
         """
-        runner = web.AppRunner(self.app, access_log=None)
+        runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=self._idle_timeout_s)
         await runner.setup()
         site = web.TCPSite(runner, self.address, self.port, reuse_address=True)
         try:

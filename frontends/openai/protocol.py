@@ -317,6 +317,15 @@ def parse_completion(body: dict[str, Any]) -> CompletionRequest:
     return CompletionRequest(values["model"], prompts, sampling, stream, include_usage, values.get("echo", False))
 
 
+def _clip(text: str, limit: int = 200) -> str:
+    """A client's string as an error echoes it: at most ``limit`` characters (and its length beyond)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+#: the message roles OpenAI's API knows, in the order its error message lists them
+ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+
+
 def _message(index: int, message: Any) -> dict[str, str]:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
@@ -324,6 +333,9 @@ def _message(index: int, message: Any) -> dict[str, str]:
     role = message.get("role")
     if not isinstance(role, str) or not role:
         raise _bad(f"{where}.role", f"Missing required parameter: '{where}.role'.", "missing_required_parameter")
+    if role not in ROLES:
+        known = ", ".join(f"'{r}'" for r in ROLES[:-1])
+        raise _bad(f"{where}.role", f"Invalid value: '{_clip(role)}'. Supported values are: {known}, and '{ROLES[-1]}'.")
     content = message.get("content")
     if content is None:
         text = ""

@@ -229,10 +229,11 @@ def test_abandoned_uploads_are_freed_at_once(server: ServerProcess) -> None:
 
 
 def test_bodies_past_the_in_flight_budget_get_503(server: ServerProcess) -> None:
-    held = [_declare(server, "/v2/repository/index", LIMIT) for _ in range(BUDGET // LIMIT)]
+    # (a load body: the route with the whole --max-request-bytes; the others' bodies are small)
+    held = [_declare(server, "/v2/repository/models/up/load", LIMIT) for _ in range(BUDGET // LIMIT)]
     try:
         time.sleep(0.3)
-        sock = _declare(server, "/v2/repository/index", LIMIT)
+        sock = _declare(server, "/v2/repository/models/up/load", LIMIT)
         sock.settimeout(30)
         reply = b""
         while b"}" not in reply:
@@ -274,7 +275,8 @@ HUGE = "9" * 5000
          "failed to parse the request JSON buffer: the document is nested too deeply"),
         ("/v2/repository/models/echo/load", b'{"parameters":' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, 400,
          "failed to parse the request JSON buffer: the document is nested too deeply"),
-        ("/v2/systemsharedmemory/region/r/register", b"[" * 100_000 + b"]" * 100_000, {}, 400,
+        # (60 KB: within the shared-memory routes' own 64 KiB limit)
+        ("/v2/systemsharedmemory/region/r/register", b"[" * 30_000 + b"]" * 30_000, {}, 400,
          "failed to parse the request JSON buffer: the document is nested too deeply"),
         ("/v2/models/echo/infer", b'{"inputs": [}', {}, 400,
          "failed to parse the request JSON buffer: Invalid value. at 12"),
@@ -415,3 +417,35 @@ def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> Non
         channel.unsubscribe(states.append)
     # connected, then the server's GOAWAY after the idle time sends the channel back to IDLE
     assert grpc.ChannelConnectivity.READY in states and states[-1] == grpc.ChannelConnectivity.IDLE, states
+
+
+# -- control-route bodies ---------------------------------------------------------------------------
+
+
+def test_a_large_shared_memory_body_is_413_from_its_headers(server: ServerProcess) -> None:
+    body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * (2 << 20)}).encode()
+    expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of 65536 bytes"}
+    for path in ("/v2/systemsharedmemory/region/r/register", "/v2/logging", "/v2/trace/setting",
+                 "/v2/repository/models/echo/unload"):
+        assert post(server, path, body) == (413, expected), path
+    assert post(server, "/v2/repository/models/echo/unload", b"{}")[0] == 200
+    assert post(server, "/v2/repository/models/echo/load", b"{}")[0] == 200
+
+
+def test_a_load_body_of_millions_of_values_is_refused_without_a_stall(server: ServerProcess) -> None:
+    # millions of parameters take seconds to parse (holding the interpreter) and to walk: counted first
+    files = ",".join(f'"file:{i}":""' for i in range(2_500_000))
+    body = ('{"parameters":{%s}}' % files).encode()
+    assert len(body) < LIMIT
+    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
+    assert (status, reply) == (400, {"error": "the load request's JSON has about 7500000 values, more than the "
+                                              "100000 accepted"})
+    assert worst < HEALTH_S, worst
+
+
+def test_a_large_load_body_is_parsed_off_the_event_loop(server: ServerProcess) -> None:
+    # a model file of 40 MiB (base64): parsed and decoded on a thread
+    body = json.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "QUJD" * (10 << 20)}}).encode()
+    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
+    assert status == 400 and "loading model files sent in the request is disabled" in reply["error"]
+    assert worst < HEALTH_S, worst

@@ -2,8 +2,8 @@
 
 Expected answers are real Triton 2.51's (explicit mode, python models), recorded with the same
 requests: index entries and their order, states, empty 200 bodies for load/unload, 500
-``failed to load 'm', failed to poll from model repository`` for a model that is not there or a
-config that does not parse, 400 ``load failed for model ...`` for one that fails, 503 in modes
+``failed to load 'm', failed to poll from model repository`` for a config that does not parse
+(the same message for a model that is not there, but 400 / INVALID_ARGUMENT: docs/compatibility.md), 400 ``load failed for model ...`` for one that fails, 503 in modes
 ``none`` and ``poll``. Where tritium refuses what Triton accepts (names with ``..``, uploads
 without the opt-in flag) the deviation is deliberate (docs/security.md).
 """
@@ -188,10 +188,11 @@ def test_load_and_unload_over_grpc(server: ServerProcess) -> None:
 
 
 def test_load_of_a_model_that_is_not_there(server: ServerProcess) -> None:
+    # Triton 2.51's message; its 500 / INTERNAL is a client's mistake here: 400 / INVALID_ARGUMENT (issue 15)
     message = "failed to load 'nonexist', failed to poll from model repository"
-    assert post(server, "/v2/repository/models/nonexist/load") == (500, {"error": message})
+    assert post(server, "/v2/repository/models/nonexist/load") == (400, {"error": message})
     assert rpc(server, "RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nonexist")) == (
-        grpc.StatusCode.INTERNAL, message
+        grpc.StatusCode.INVALID_ARGUMENT, message
     )
 
 

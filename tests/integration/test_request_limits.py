@@ -97,3 +97,22 @@ def test_grpc_message_over_the_limit(server: ServerProcess) -> None:
     # grpcio's newer core (the grpc.aio transport) prefixes "SERVER: ", the C++ 1.51 one does not
     assert re.fullmatch(rf"(SERVER: )?Received message larger than max \(\d+ vs\. {LIMIT}\)", info.value.message())
     assert client.infer("echo", [small]).as_numpy("OUTPUT0").tolist() == [1] * 100
+
+
+def test_tritonclient_still_sending_its_body_reads_the_413(server: ServerProcess) -> None:
+    # tritonclient writes the whole body before it reads: the server refuses from the headers, then
+    # drains (lingering close) so that the client reads the 413 instead of a connection reset
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+    size = 8 << 20
+    big = httpclient.InferInput("INPUT0", [size], "UINT8")
+    big.set_data_from_numpy(np.ones(size, np.uint8), binary_data=True)
+    for _ in range(3):
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("echo", [big])
+        assert "exceeds the maximum request size of 4096 bytes" in str(info.value), str(info.value)
+    small = httpclient.InferInput("INPUT0", [10], "UINT8")
+    small.set_data_from_numpy(np.ones(10, np.uint8), binary_data=True)
+    assert client.infer("echo", [small]).as_numpy("OUTPUT0").tolist() == [1] * 10
+    client.close()
