@@ -50,11 +50,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomllib
 
 try:
     from packaging.requirements import Requirement
@@ -101,10 +100,10 @@ def _pyproject(root: Path) -> dict:
 def _library_name(folder: Path) -> str | None:
     """``X`` for a folder holding ``libtriton_X.py``, ``libtriton_X/`` or ``libtriton_X.so``."""
     if folder.name.startswith("libtriton_") and (folder / "__init__.py").is_file():
-        return folder.name[len("libtriton_"):]
+        return folder.name[len("libtriton_") :]
     names = sorted(p.name for p in folder.glob("libtriton_*"))
     for name in names:
-        stem = name.split(".", 1)[0][len("libtriton_"):]
+        stem = name.split(".", 1)[0][len("libtriton_") :]
         if stem == folder.name or len(names) == 1:
             return stem
     return None
@@ -173,7 +172,9 @@ def choose_backend(spec: str, pyproject: dict, gpu: bool, root: Path = ROOT) -> 
         )
     name = _library_name(path.resolve())
     if name is None:
-        raise BuildError(f"backend folder {path} holds no libtriton_<name>.py, libtriton_<name>/ or libtriton_<name>.so")
+        raise BuildError(
+            f"backend folder {path} holds no libtriton_<name>.py, libtriton_<name>/ or libtriton_<name>.so"
+        )
     if name in builtins:
         raise BuildError(f"backend folder {path} provides '{name}', which is the name of a built-in backend")
     requirements = _folder_requirements(path)
@@ -389,7 +390,9 @@ def _healthcheck(plan: Plan) -> str:
         )
     else:
         return "HEALTHCHECK NONE"
-    return f'HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \\\n  CMD ["python", "-c", "{probe}"]'
+    return (
+        f'HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \\\n  CMD ["python", "-c", "{probe}"]'
+    )
 
 
 def render_dockerfile(plan: Plan) -> str:
@@ -405,13 +408,17 @@ def render_dockerfile(plan: Plan) -> str:
     if "grpc" in names.split(","):
         packages.append("libgrpc++1.51")
         why.append("# the gRPC endpoint's native transport (built on this host against Debian 12's libgrpc++-dev)\n")
-    compiler = "" if not packages else (
-        "".join(why) + "# hadolint ignore=DL3008\n"
-        f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)} \\\n"
-        " && rm -rf /var/lib/apt/lists/*\n"
+    compiler = (
+        ""
+        if not packages
+        else (
+            "".join(why) + "# hadolint ignore=DL3008\n"
+            f"RUN apt-get update && apt-get install -y --no-install-recommends {' '.join(packages)} \\\n"
+            " && rm -rf /var/lib/apt/lists/*\n"
+        )
     )
     return f"""\
-# Composed by tritium {plan.version} build.py: backends {backends}; endpoints {names}; {'GPU' if plan.gpu else 'CPU'}.
+# Composed by tritium {plan.version} build.py: backends {backends}; endpoints {names}; {"GPU" if plan.gpu else "CPU"}.
 # Build: docker build -t {plan.image_name} .   (podman build / buildah build work the same)
 ARG BASE_IMAGE={plan.base_image}
 
@@ -500,12 +507,27 @@ def build_wheelhouse(plan: Plan, wheelhouse: Path, root: Path = ROOT) -> list[Pa
         _run(pip + ["wheel", "-q", "--no-deps", *isolation, "-w", str(wheelhouse), str(src)])
         (tritium_wheel,) = wheelhouse.glob("tritium-*.whl")
         if any(e.name == "grpc" for e in plan.endpoints) and "-py3-none-" in tritium_wheel.name:
-            print("note: tritium's wheel has no native gRPC transport (install libgrpc++-dev, pkg-config and g++ "
-                  "on this host to build it); the gRPC endpoint will use grpc.aio", flush=True)
+            print(
+                "note: tritium's wheel has no native gRPC transport (install libgrpc++-dev, pkg-config and g++ "
+                "on this host to build it); the gRPC endpoint will use grpc.aio",
+                flush=True,
+            )
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in plan.pins))
-        _run(pip + ["wheel", "-q", "--prefer-binary", "-w", str(wheelhouse), "-c", str(constraints),
-                    str(tritium_wheel), *plan.requirements])
+        _run(
+            pip
+            + [
+                "wheel",
+                "-q",
+                "--prefer-binary",
+                "-w",
+                str(wheelhouse),
+                "-c",
+                str(constraints),
+                str(tritium_wheel),
+                *plan.requirements,
+            ]
+        )
     wheels = sorted(wheelhouse.glob("*.whl"))
     lines = [f"# tritium {plan.version} and every dependency of the chosen parts, pinned by build.py\n"]
     for wheel in wheels:
@@ -550,9 +572,24 @@ def install(output: Path, target: Path) -> None:
         raise BuildError(f"--install-dir {target} is a non-empty folder that is not a virtual environment")
     _run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(target)])
     wheelhouse = output / "wheelhouse"
-    _run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install", "-q",
-          "--no-cache-dir", "--no-index", f"--find-links={wheelhouse}", "--require-hashes",
-          "-r", str(wheelhouse / "requirements.txt")], env=_clean_env())
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(target / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-cache-dir",
+            "--no-index",
+            f"--find-links={wheelhouse}",
+            "--require-hashes",
+            "-r",
+            str(wheelhouse / "requirements.txt"),
+        ],
+        env=_clean_env(),
+    )
     share = target / "share" / "tritium"
     if share.exists():
         shutil.rmtree(share)
@@ -593,7 +630,8 @@ def build_image(plan: Plan, output: Path) -> None:
     engine, notes = find_engine()
     if engine is None:
         raise BuildError(
-            "no working container engine, so no image was built:\n  " + "\n  ".join(notes)
+            "no working container engine, so no image was built:\n  "
+            + "\n  ".join(notes)
             + f"\nThe build context is complete in {output}: build it where an engine runs with\n"
             f"  docker build -t {plan.image_name} {output}\n"
             "or install the same composition on this host with --install-dir DIR."
@@ -607,25 +645,47 @@ def build_image(plan: Plan, output: Path) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (Triton compose.py's spirit: repeatable --backend / --endpoint)."""
     p = argparse.ArgumentParser(
-        prog="build.py", description="Compose a custom tritium server: chosen backends + endpoints.",
+        prog="build.py",
+        description="Compose a custom tritium server: chosen backends + endpoints.",
         allow_abbrev=False,
     )
-    p.add_argument("--backend", action="append", default=[], metavar="NAME|PATH",
-                   help="a built-in backend or a folder holding libtriton_<name> (repeatable; at least one)")
-    p.add_argument("--endpoint", action="append", default=[], metavar="NAME",
-                   help="an endpoint, a 'tritium.frontends' entry point (repeatable; default: all but those "
-                   "off by default in plugins.toml, such as openai)")
-    p.add_argument("--enable-gpu", action="store_true",
-                   help="use the backends' GPU dependencies (the <name>-gpu extras) and the gpu extra")
+    p.add_argument(
+        "--backend",
+        action="append",
+        default=[],
+        metavar="NAME|PATH",
+        help="a built-in backend or a folder holding libtriton_<name> (repeatable; at least one)",
+    )
+    p.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an endpoint, a 'tritium.frontends' entry point (repeatable; default: all but those "
+        "off by default in plugins.toml, such as openai)",
+    )
+    p.add_argument(
+        "--enable-gpu",
+        action="store_true",
+        help="use the backends' GPU dependencies (the <name>-gpu extras) and the gpu extra",
+    )
     p.add_argument("--base-image", help="base image of both stages (default: python:<this Python>-slim)")
     p.add_argument("--image-name", help="name of the image (default: tritium:<version>-custom)")
     p.add_argument("--output-dir", default="build", type=Path, help="the build context folder (default: build)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the Dockerfile; write nothing")
     p.add_argument("--build", action="store_true", help="build the image with docker, podman or buildah")
-    p.add_argument("--install-dir", type=Path, metavar="DIR",
-                   help="also install the composition into a self-contained virtual environment DIR")
-    p.add_argument("--site-packages", type=Path, metavar="DIR",
-                   help="pin the versions installed in DIR (a folder of *.dist-info) instead of this environment's")
+    p.add_argument(
+        "--install-dir",
+        type=Path,
+        metavar="DIR",
+        help="also install the composition into a self-contained virtual environment DIR",
+    )
+    p.add_argument(
+        "--site-packages",
+        type=Path,
+        metavar="DIR",
+        help="pin the versions installed in DIR (a folder of *.dist-info) instead of this environment's",
+    )
     return p.parse_args(argv)
 
 

@@ -35,8 +35,7 @@ SOURCES = ["frontends/kserve_grpc/_native_transport.cc", "frontends/kserve_grpc/
 
 
 def _skip(reason: str) -> None:
-    print(f"tritium: native gRPC transport not built ({reason}); the gRPC endpoint will use grpc.aio",
-          file=sys.stderr)
+    print(f"tritium: native gRPC transport not built ({reason}); the gRPC endpoint will use grpc.aio", file=sys.stderr)
 
 
 def _pkg_config(flag: str) -> list[str]:
@@ -56,7 +55,10 @@ def native_extensions() -> list[Extension]:
         return []
     return [
         Extension(
-            NAME, SOURCES, language="c++", depends=["frontends/kserve_grpc/_native_transport.h"],
+            NAME,
+            SOURCES,
+            language="c++",
+            depends=["frontends/kserve_grpc/_native_transport.h"],
             extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden", *cflags],
             extra_link_args=libs,
         )
@@ -75,7 +77,11 @@ class OptionalBuildExt(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         in_place = Path("frontends/kserve_grpc") / Path(self.get_ext_filename(ext.name)).name
         sources = [Path(f) for f in [*ext.sources, *ext.depends]]
-        if not self.inplace and in_place.exists() and all(in_place.stat().st_mtime >= f.stat().st_mtime for f in sources):
+        if (
+            not self.inplace
+            and in_place.exists()
+            and all(in_place.stat().st_mtime >= f.stat().st_mtime for f in sources)
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(in_place, target)
             return

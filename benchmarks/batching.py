@@ -37,6 +37,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common
@@ -135,11 +136,7 @@ def build_efficientnet(repo: Path, work: Path) -> None:
     ):
         target = repo / f"{EFFICIENTNET}_{suffix}"
         shutil.copytree(source / EFFICIENTNET, target)
-        config = (
-            (target / "config.pbtxt")
-            .read_text()
-            .replace(f'name: "{EFFICIENTNET}"', f'name: "{target.name}"')
-        )
+        config = (target / "config.pbtxt").read_text().replace(f'name: "{EFFICIENTNET}"', f'name: "{target.name}"')
         (target / "config.pbtxt").write_text(config + batching + "\n")
 
 
@@ -162,7 +159,11 @@ def measure(servers: list[tuple[str, int, str, list[tuple[str, int]]]], tag: str
 def _reading(by: dict[tuple[str, str], Row]) -> str:
     """The paragraph under the table, its figures taken from this run."""
     text = "Reading: "
-    dyn, single, triton = by.get(("tritium", "add_sub_dyn")), by.get(("tritium", "add_sub_single")), by.get(("triton", "add_sub_dyn"))
+    dyn, single, triton = (
+        by.get(("tritium", "add_sub_dyn")),
+        by.get(("tritium", "add_sub_single")),
+        by.get(("triton", "add_sub_dyn")),
+    )
     if dyn and single:
         text += (
             "with the dynamic batcher, the requests of one batch share one EXECUTE frame and one response "
@@ -208,7 +209,10 @@ def render(rows: list[Row], note: str) -> str:
         t, r = by.get(("tritium", model)), by.get(("triton", model))
         if t is None and r is None:
             continue
-        cell = lambda row, what: f"{getattr(row, what):,.0f}" if row else "—"
+
+        def cell(row: Any, what: str) -> str:
+            return f"{getattr(row, what):,.0f}" if row else "—"
+
         lines.append(
             f"| {model} | {concurrency} | {cell(t, 'throughput')} | {cell(t, 'p50_us')} | {cell(t, 'server_cpu_us')} | "
             f"{cell(r, 'throughput')} | {cell(r, 'p50_us')} | {cell(r, 'server_cpu_us')} |"
@@ -250,12 +254,8 @@ def main() -> None:
     add_arguments(parser)
     parser.add_argument("--skip-triton", action="store_true")
     parser.add_argument("--skip-efficientnet", action="store_true")
-    parser.add_argument(
-        "--quick", action="store_true", help="1-second windows (a smoke run, not a measurement)"
-    )
-    parser.add_argument(
-        "--note", default="", help="a remark printed above the results (e.g. machine under load)"
-    )
+    parser.add_argument("--quick", action="store_true", help="1-second windows (a smoke run, not a measurement)")
+    parser.add_argument("--note", default="", help="a remark printed above the results (e.g. machine under load)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every run; each row is the median round")
     args = parser.parse_args()
     prepare(args)
@@ -271,13 +271,13 @@ def main() -> None:
             build_efficientnet(onnx_repo, work)
         repos = [repo] + ([onnx_repo] if not args.skip_efficientnet else [])
         # no auto-complete: the onnxruntime backend would add dynamic_batching {} to the "single" copy
-        server = ServerProcess(
-            repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log"
-        ).start()
+        server = ServerProcess(repos, ["--disable-auto-complete-config"], log_path=work / "tritium.log").start()
         triton = None
         try:
             assert server.proc is not None
-            servers = [("tritium", server.proc.pid, server.grpc_url, PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS))]
+            servers = [
+                ("tritium", server.proc.pid, server.grpc_url, PY_RUNS + ([] if args.skip_efficientnet else ONNX_RUNS))
+            ]
             if not args.skip_triton:
                 triton = TritonServer(
                     args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"

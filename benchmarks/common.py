@@ -15,8 +15,16 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PERF_ARGS = ["--measurement-interval", "3000", "--stability-percentage", "10000", "--max-trials", "3"]
 
-__all__ = ["Row", "run_perf", "install_perf_analyzer_libraries", "write_section", "children_of", "process_cpu_s",
-           "ROOT", "RESULTS"]
+__all__ = [
+    "Row",
+    "run_perf",
+    "install_perf_analyzer_libraries",
+    "write_section",
+    "children_of",
+    "process_cpu_s",
+    "ROOT",
+    "RESULTS",
+]
 
 
 @dataclass
@@ -54,7 +62,13 @@ def install_perf_analyzer_libraries() -> None:
 
 
 def run_perf(
-    server: str, server_pid: int, model: str, url: str, protocol: str, concurrency: int, tag: str,
+    server: str,
+    server_pid: int,
+    model: str,
+    url: str,
+    protocol: str,
+    concurrency: int,
+    tag: str,
     extra: list[str] | None = None,
 ) -> Row:
     """Run perf_analyzer once and account the CPU of the server, its children and the client."""
@@ -64,8 +78,18 @@ def run_perf(
         m = perf.measure(model, url, protocol, concurrency, server_pid, out_csv, [*PERF_ARGS, *(extra or [])])
     except perf.PerfAnalyzerError as exc:
         raise RuntimeError(str(exc)) from None
-    return Row(server, model, protocol, concurrency, m.throughput, m.p50_us, m.p99_us,
-               m.server_cpu_us, m.worker_cpu_us, m.client_cpu_us)
+    return Row(
+        server,
+        model,
+        protocol,
+        concurrency,
+        m.throughput,
+        m.p50_us,
+        m.p99_us,
+        m.server_cpu_us,
+        m.worker_cpu_us,
+        m.client_cpu_us,
+    )
 
 
 def write_section(path: Path, name: str, text: str) -> None:
@@ -74,4 +98,6 @@ def write_section(path: Path, name: str, text: str) -> None:
     block = f"{begin}\n{text.rstrip()}\n{end}\n"
     current = path.read_text() if path.exists() else "# Performance\n\n"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
-    path.write_text(pattern.sub(lambda _m: block, current) if pattern.search(current) else current.rstrip() + "\n\n" + block)
+    path.write_text(
+        pattern.sub(lambda _m: block, current) if pattern.search(current) else current.rstrip() + "\n\n" + block
+    )

@@ -35,8 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, Row, install_perf_analyzer_libraries, run_perf, write_section  # noqa: E402
@@ -55,14 +56,26 @@ INSTANCES = 2
 def build(work: Path) -> Path:
     """The example models, each with two single-threaded instances."""
     repo = work / "models"
-    command = [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--output", str(repo), "--images", str(work / "images")]
+    command = [
+        sys.executable,
+        str(ROOT / "examples" / "fetch_models.py"),
+        "--output",
+        str(repo),
+        "--images",
+        str(work / "images"),
+    ]
     for name in ("efficientnet_lite0_torchscript", "efficientnet_lite0_openvino", "breast_cancer_trees"):
         command += ["--model", name]
     subprocess.run(command, check=True, capture_output=True, timeout=900)
     shutil.rmtree(repo / "efficientnet_lite0_onnx")  # built only to convert it to IR
     for name, (backend, _file) in MODELS.items():
         config = repo / name / "config.pbtxt"
-        text = re.sub(r"instance_group \[.*?\]", f"instance_group [ {{ count: {INSTANCES} kind: KIND_CPU }} ]", config.read_text(), flags=re.S)
+        text = re.sub(
+            r"instance_group \[.*?\]",
+            f"instance_group [ {{ count: {INSTANCES} kind: KIND_CPU }} ]",
+            config.read_text(),
+            flags=re.S,
+        )
         if backend == "fil":
             text += 'parameters { key: "cpu_nthread" value: { string_value: "1" } }\n'
         config.write_text(text)
@@ -93,8 +106,9 @@ def _predictor(repo: Path, name: str) -> Callable[[], Any]:
     if backend == "openvino":
         import openvino as ov
 
-        compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": "1", "NUM_STREAMS": "1",
-                                                                "INFERENCE_PRECISION_HINT": "f32"})
+        compiled = ov.Core().compile_model(
+            str(path), "CPU", {"INFERENCE_NUM_THREADS": "1", "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": "f32"}
+        )
         request = compiled.create_infer_request()
         x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
         return lambda: request.infer({"input": x})
@@ -157,7 +171,9 @@ def render(rows: dict[str, Row], references: dict[str, dict[str, float]], note: 
     lines += [
         "",
         "CPU per inference in the same tritium runs (µs): core / workers / perf_analyzer — "
-        + "; ".join(f"{n}: {r.server_cpu_us:,.0f} / {r.worker_cpu_us:,.0f} / {r.client_cpu_us:,.0f}" for n, r in rows.items())
+        + "; ".join(
+            f"{n}: {r.server_cpu_us:,.0f} / {r.worker_cpu_us:,.0f} / {r.client_cpu_us:,.0f}" for n, r in rows.items()
+        )
         + ". A tree model predicts one row in tens of microseconds, so the per-request cost of the server "
         "(HTTP/gRPC, scheduling, the core-worker round trip) and of the client on the same two cores sets its "
         "rate; the image models spend most of their time in the framework.",

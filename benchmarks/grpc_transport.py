@@ -66,7 +66,8 @@ def render(rows: list[Row], servers: list[str], load: tuple[float, float]) -> st
                 continue
             ratios = (
                 f"{r.throughput / triton.throughput:.2f}× | {r.server_cpu_us / triton.server_cpu_us:.2f}×"
-                if triton and server != "triton" else "— | —"
+                if triton and server != "triton"
+                else "— | —"
             )
             lines.append(
                 f"| {model} | {concurrency} | {server} | {r.throughput:,.0f} | {r.p50_us:,.0f} | "
@@ -94,9 +95,7 @@ def main() -> None:
             plugins = work / f"plugins-{transport}.toml"
             plugins.write_text(PLUGINS.format(transport=transport))
             name = f"tritium-{transport}"
-            server = ServerProcess(
-                [repo], log_path=work / f"{name}.log", env={"TRITIUM_PLUGINS": str(plugins)}
-            ).start()
+            server = ServerProcess([repo], log_path=work / f"{name}.log", env={"TRITIUM_PLUGINS": str(plugins)}).start()
             try:
                 assert server.proc is not None
                 expected = {"native": "native", "aio": "grpc.aio"}.get(transport)

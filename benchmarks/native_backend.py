@@ -59,8 +59,11 @@ class TritonPythonModel:
         ]
 """
 #: (label, server, backend in the config)
-PATHS = [("C identity (tritium)", "tritium", "c_identity"), ("Python identity (tritium)", "tritium", "identity"),
-         ("python-backend identity (Triton)", "triton", "python")]
+PATHS = [
+    ("C identity (tritium)", "tritium", "c_identity"),
+    ("Python identity (tritium)", "tritium", "identity"),
+    ("python-backend identity (Triton)", "triton", "python"),
+]
 
 
 def model_name(backend: str, size: str) -> str:
@@ -81,8 +84,19 @@ def build(tritium_repo: Path, triton_repo: Path) -> None:
                 (folder / "1" / "model.py").write_text(textwrap.dedent(MODEL_PY))
             if backend == "c_identity":  # place 2 of the search: the model's folder
                 source = ROOT / "examples" / "native_backends" / "identity" / "identity.c"
-                subprocess.run([cc, "-shared", "-fPIC", "-O2", f"-I{INCLUDE_DIR}", str(source), "-o",
-                                str(folder / "libtriton_c_identity.so")], check=True)
+                subprocess.run(
+                    [
+                        cc,
+                        "-shared",
+                        "-fPIC",
+                        "-O2",
+                        f"-I{INCLUDE_DIR}",
+                        str(source),
+                        "-o",
+                        str(folder / "libtriton_c_identity.so"),
+                    ],
+                    check=True,
+                )
 
 
 def measure(server: str, pid: int, grpc_url: str, backends: list[str], tag: str) -> list[Row]:
@@ -120,14 +134,21 @@ def render(rows: list[Row], note: str) -> str:
     for size in SIZES:
         c, p, t = (by.get(model_name(b, size) + "@1") for b in ("c_identity", "identity", "python"))
         if c and p:
-            lines.append(f"| {size}, concurrency 1: C p50 ≤ Python p50 | {c.p50_us:,.0f} µs vs {p.p50_us:,.0f} µs | "
-                         f"{'yes' if c.p50_us <= p.p50_us else 'no'} |")
+            lines.append(
+                f"| {size}, concurrency 1: C p50 ≤ Python p50 | {c.p50_us:,.0f} µs vs {p.p50_us:,.0f} µs | "
+                f"{'yes' if c.p50_us <= p.p50_us else 'no'} |"
+            )
         for concurrency in CONCURRENCY:
-            c, t = by.get(model_name("c_identity", size) + f"@{concurrency}"), by.get(model_name("python", size) + f"@{concurrency}")
+            c, t = (
+                by.get(model_name("c_identity", size) + f"@{concurrency}"),
+                by.get(model_name("python", size) + f"@{concurrency}"),
+            )
             if c and t:
                 ratio = c.throughput / t.throughput
-                lines.append(f"| {size}, concurrency {concurrency}: C throughput ≥ 1.0 × Triton | **{ratio:.2f}×** | "
-                             f"{'yes' if ratio >= 1.0 else 'no'} |")
+                lines.append(
+                    f"| {size}, concurrency {concurrency}: C throughput ≥ 1.0 × Triton | **{ratio:.2f}×** | "
+                    f"{'yes' if ratio >= 1.0 else 'no'} |"
+                )
     lines += [
         "",
         "### Reading the numbers",
@@ -165,8 +186,9 @@ def main() -> None:
         finally:
             server.stop()
         if not args.skip_triton:
-            triton = TritonServer(args.triton_venv, work / "triton", free_port(), free_port(), free_port(),
-                                  work / "triton.log").start()
+            triton = TritonServer(
+                args.triton_venv, work / "triton", free_port(), free_port(), free_port(), work / "triton.log"
+            ).start()
             try:
                 assert triton.proc is not None
                 rows += measure("triton", triton.proc.pid, triton.grpc_url, ["python"], tag)

@@ -64,7 +64,7 @@ REQUEST = (
 class _Transport:
     """What the connection writes to: hands each response to its client."""
 
-    def __init__(self, client: "_Client") -> None:
+    def __init__(self, client: _Client) -> None:
         self.client = client
         self.closing = False
 
@@ -149,7 +149,7 @@ def _where(filename: str) -> str:
     text = str(Path(filename))
     root = str(ROOT) + "/"
     if text.startswith(root):
-        return text[len(root):]
+        return text[len(root) :]
     for marker in ("/site-packages/", "/lib/python3"):
         if marker in text:
             return "(stdlib/libraries) " + text.rsplit("/", 1)[-1]

@@ -131,7 +131,10 @@ def render(rows: list[Row], repeat: int = 1) -> str:
     lines += ["", "### Targets (issue 12)", "", "| target | measured | met |", "| --- | --- | --- |"]
     for protocol in ("http", "grpc"):
         for concurrency in (1, 8):
-            t, r = by.get(("tritium", "add_sub", protocol, concurrency)), by.get(("triton", "add_sub", protocol, concurrency))
+            t, r = (
+                by.get(("tritium", "add_sub", protocol, concurrency)),
+                by.get(("triton", "add_sub", protocol, concurrency)),
+            )
             if t and r:
                 ratio = t.throughput / r.throughput
                 lines.append(
@@ -147,7 +150,9 @@ def render(rows: list[Row], repeat: int = 1) -> str:
         t, r = by.get(("tritium", "identity_1mib", protocol, 4)), by.get(("triton", "identity_1mib", protocol, 4))
         if t and r:
             ratio = t.throughput / r.throughput
-            lines.append(f"| identity 1 MiB, {protocol}, concurrency 4: throughput ≥ 1.5 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1.5 else 'no'} |")
+            lines.append(
+                f"| identity 1 MiB, {protocol}, concurrency 4: throughput ≥ 1.5 × Triton | **{ratio:.2f}×** | {'yes' if ratio >= 1.5 else 'no'} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +169,9 @@ def main() -> None:
         build(repo)
         server = ServerProcess([repo], log_path=work / "tritium.log").start()
         try:
-            triton = TritonServer(args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log").start()
+            triton = TritonServer(
+                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
+            ).start()
             try:
                 assert server.proc is not None and triton.proc is not None
                 rows = measure(

@@ -83,9 +83,19 @@ def idle_cpu(root_pid: int, seconds: float = 10.0) -> float:
 def build_repository(work: Path) -> Path:
     repo = work / "models"
     subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", EFFICIENTNET, "--output", str(repo),
-         "--images", str(work / "images")],
-        check=True, capture_output=True, timeout=900,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            EFFICIENTNET,
+            "--output",
+            str(repo),
+            "--images",
+            str(work / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
     for name in ("config.pbtxt", "1/model.py"):
         target = repo / "add_sub" / name
@@ -115,19 +125,35 @@ def measure(setup: str, root_pid: int, http_url: str, grpc_url: str, tag: str) -
                 by_process: dict[str, float] = {}
                 for p in pids:
                     by_process[kinds[p]] = by_process.get(kinds[p], 0.0) + (each1[p] - each0[p]) / inferences * 1e6
-                measured = Measured(setup, row, (cpu1 - cpu0) / inferences * 1e6, idle * wall / inferences * 1e6,
-                                    by_process)
-                print(setup, model, protocol, concurrency, f"{row.throughput:.1f}/s", f"p50 {row.p50_us:.0f} us",
-                      f"cpu {measured.serving_cpu_us:.0f} us", flush=True)
+                measured = Measured(
+                    setup, row, (cpu1 - cpu0) / inferences * 1e6, idle * wall / inferences * 1e6, by_process
+                )
+                print(
+                    setup,
+                    model,
+                    protocol,
+                    concurrency,
+                    f"{row.throughput:.1f}/s",
+                    f"p50 {row.p50_us:.0f} us",
+                    f"cpu {measured.serving_cpu_us:.0f} us",
+                    flush=True,
+                )
                 out.append(measured)
     return out
 
 
 def serve_setup(cluster: RayCluster, repo: Path, replicas: int) -> None:
-    cluster.serve_run(cluster.config({
-        "model_repository": str(repo), "num_replicas": replicas, "num_cpus": 0.5, "max_ongoing_requests": 100,
-        "graceful_shutdown_timeout_s": 5,
-    }))
+    cluster.serve_run(
+        cluster.config(
+            {
+                "model_repository": str(repo),
+                "num_replicas": replicas,
+                "num_cpus": 0.5,
+                "max_ongoing_requests": 100,
+                "graceful_shutdown_timeout_s": 5,
+            }
+        )
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
@@ -179,21 +205,33 @@ def render(results: list[Measured]) -> str:
                         f"| {m.row.p50_us:,.0f} | {m.row.p99_us:,.0f} | {m.serving_cpu_us:,.0f} "
                         f"| {m.idle_cpu_us:,.0f} |"
                     )
-    lines += ["", "### The proxy's cost per request", "",
-              "Serve with one replica minus one tritium-server, add_sub, concurrency 1 (the same server code runs "
-              "inside the replica; the difference is Serve's proxy, its routing and the hops between Ray "
-              "processes):", "",
-              "| protocol | p50 latency added (µs) | serving CPU added per request (µs) "
-              "| of it, per request, not idle work (µs) |",
-              "| --- | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        "### The proxy's cost per request",
+        "",
+        "Serve with one replica minus one tritium-server, add_sub, concurrency 1 (the same server code runs "
+        "inside the replica; the difference is Serve's proxy, its routing and the hops between Ray "
+        "processes):",
+        "",
+        "| protocol | p50 latency added (µs) | serving CPU added per request (µs) "
+        "| of it, per request, not idle work (µs) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     for protocol in PROTOCOLS:
         base, serve = by.get(("tritium-server", "add_sub", protocol, 1)), by.get(("serve-1", "add_sub", protocol, 1))
         if base and serve:
             busy = (serve.serving_cpu_us - serve.idle_cpu_us) - (base.serving_cpu_us - base.idle_cpu_us)
-            lines.append(f"| {protocol} | {serve.row.p50_us - base.row.p50_us:,.0f} "
-                         f"| {serve.serving_cpu_us - base.serving_cpu_us:,.0f} | {busy:,.0f} |")
-    lines += ["", "Where that CPU goes, per request (add_sub, concurrency 1, µs; processes under 100 µs left out):", "",
-              "| protocol | setup | CPU by process |", "| --- | --- | --- |"]
+            lines.append(
+                f"| {protocol} | {serve.row.p50_us - base.row.p50_us:,.0f} "
+                f"| {serve.serving_cpu_us - base.serving_cpu_us:,.0f} | {busy:,.0f} |"
+            )
+    lines += [
+        "",
+        "Where that CPU goes, per request (add_sub, concurrency 1, µs; processes under 100 µs left out):",
+        "",
+        "| protocol | setup | CPU by process |",
+        "| --- | --- | --- |",
+    ]
     for protocol in PROTOCOLS:
         for setup in ("tritium-server", "serve-1"):
             m = by.get((setup, "add_sub", protocol, 1))

@@ -61,13 +61,19 @@ def onnxruntime_reference(model_dir: Path, seconds: float) -> dict[str, float]:
 
     config = text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     instances = sum(g.count for g in config.instance_group) or 1
-    threads = int(config.parameters["intra_op_thread_count"].string_value or 0) if "intra_op_thread_count" in config.parameters else 0
+    threads = (
+        int(config.parameters["intra_op_thread_count"].string_value or 0)
+        if "intra_op_thread_count" in config.parameters
+        else 0
+    )
     sessions = []
     for _ in range(instances):
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        sessions.append(ort.InferenceSession(str(model_dir / "1" / "model.onnx"), options, providers=["CPUExecutionProvider"]))
+        sessions.append(
+            ort.InferenceSession(str(model_dir / "1" / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        )
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     for session in sessions:
         for _ in range(5):
@@ -101,9 +107,19 @@ def build_repositories(work: Path) -> Path:
     repo = work / "models"
     add_model(repo, "identity_16k", identity_config(dims="[ 4096 ]", max_batch_size=0))
     subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", EFFICIENTNET, "--output", str(repo),
-         "--images", str(work / "images")],
-        check=True, capture_output=True, timeout=900,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            EFFICIENTNET,
+            "--output",
+            str(repo),
+            "--images",
+            str(work / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
     return repo
 
@@ -117,8 +133,7 @@ def render(rows: list[Row], reference: dict[str, float], note: str = "") -> str:
         f"({os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, CPU only). "
         "perf_analyzer (from tritonclient 2.51.0) runs on the same 2 cores as the server, so its own CPU "
         "is part of every number; runs are back to back in one invocation, with "
-        "`--measurement-interval 3000 --stability-percentage 10000 --max-trials 3`"
-        + ".",
+        "`--measurement-interval 3000 --stability-percentage 10000 --max-trials 3`" + ".",
     ]
     if note:
         lines += ["", f"**{note}**"]
@@ -128,7 +143,9 @@ def render(rows: list[Row], reference: dict[str, float], note: str = "") -> str:
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(f"| {r.model} | {r.protocol} | {r.concurrency} | {r.throughput:,.0f} | {r.p50_us:,.0f} | {r.p99_us:,.0f} |")
+        lines.append(
+            f"| {r.model} | {r.protocol} | {r.concurrency} | {r.throughput:,.0f} | {r.p50_us:,.0f} | {r.p99_us:,.0f} |"
+        )
     lines += [
         "",
         "### Where the CPU goes (per inference, same runs)",

@@ -65,8 +65,9 @@ def measure(server: str, pid: int, models: list[str], http_url: str, grpc_url: s
     for model in models:
         for protocol, url in (("http", http_url), ("grpc", grpc_url)):
             for shm in (False, True):
-                row = run_perf(server, pid, model, url, protocol, CONCURRENCY, tag + ("_shm" if shm else ""),
-                               SHM if shm else [])
+                row = run_perf(
+                    server, pid, model, url, protocol, CONCURRENCY, tag + ("_shm" if shm else ""), SHM if shm else []
+                )
                 row.server = f"{server}{' shm' if shm else ''}"
                 print(row, flush=True)
                 rows.append(row)
@@ -100,13 +101,17 @@ def render(rows: list[Row]) -> str:
             with_shm, without = by.get(("tritium shm", model, protocol)), by.get(("tritium", model, protocol))
             if with_shm and without:
                 ratio = with_shm.throughput / without.throughput
-                lines.append(f"| {model}, {protocol}: tritium shm ≥ 2 × tritium without | **{ratio:.2f}×** | "
-                             f"{'yes' if ratio >= 2 else 'no'} |")
+                lines.append(
+                    f"| {model}, {protocol}: tritium shm ≥ 2 × tritium without | **{ratio:.2f}×** | "
+                    f"{'yes' if ratio >= 2 else 'no'} |"
+                )
             triton = by.get(("triton shm", "identity_py", protocol))
             if with_shm and triton:
                 ratio = with_shm.throughput / triton.throughput
-                lines.append(f"| {model}, {protocol}: tritium shm ≥ 1.0 × Triton shm (python identity) | "
-                             f"**{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |")
+                lines.append(
+                    f"| {model}, {protocol}: tritium shm ≥ 1.0 × Triton shm (python identity) | "
+                    f"**{ratio:.2f}×** | {'yes' if ratio >= 1 else 'no'} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -174,13 +179,21 @@ def soak(count: int, output: Path) -> None:
 
             burst(1000)
             workers = children_of(core)
-            before = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), _dev_shm_held([core, *workers]),
-                      len([e for e in shm_entries() if e.startswith("tritium")]))
+            before = (
+                _rss_kib(core),
+                len(os.listdir(f"/proc/{core}/fd")),
+                _dev_shm_held([core, *workers]),
+                len([e for e in shm_entries() if e.startswith("tritium")]),
+            )
             start = time.perf_counter()
             burst(count)
             seconds = time.perf_counter() - start
-            after = (_rss_kib(core), len(os.listdir(f"/proc/{core}/fd")), _dev_shm_held([core, *workers]),
-                     len([e for e in shm_entries() if e.startswith("tritium")]))
+            after = (
+                _rss_kib(core),
+                len(os.listdir(f"/proc/{core}/fd")),
+                _dev_shm_held([core, *workers]),
+                len([e for e in shm_entries() if e.startswith("tritium")]),
+            )
             worker_fds = [len(os.listdir(f"/proc/{w}/fd")) for w in workers]
             client.close()
         finally:
@@ -188,23 +201,28 @@ def soak(count: int, output: Path) -> None:
             for handle in handles:
                 shm.destroy_shared_memory_region(handle)
     growth = after[0] / before[0] - 1
-    text = "\n".join([
-        "## Shared-memory soak",
-        "",
-        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/shared_memory.py --soak {count}`: "
-        f"{count:,} HTTP requests of the identity backend with input and output in system shared memory "
-        f"({count / seconds:,.0f} requests/s), the output region re-registered every 1,000 requests.",
-        "",
-        "| | before | after |",
-        "| --- | ---: | ---: |",
-        f"| core RSS (KiB) | {before[0]:,} | {after[0]:,} ({growth:+.1%}) |",
-        f"| core open descriptors | {before[1]} | {after[1]} |",
-        f"| /dev/shm bytes the server holds open or mapped (the client's regions) | {before[2]:,} | {after[2]:,} |",
-        f"| /dev/shm entries named tritium* (the soak's own two regions) | {before[3]} | {after[3]} |",
-        f"| worker open descriptors (after) | | {worker_fds} |",
-        "",
-        f"Flat within 5%: **{'yes' if abs(growth) <= 0.05 and before[1:] == after[1:] else 'no'}**.",
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "## Shared-memory soak",
+                "",
+                f"Measured {datetime.date.today().isoformat()} by `python benchmarks/shared_memory.py --soak {count}`: "
+                f"{count:,} HTTP requests of the identity backend with input and output in system shared memory "
+                f"({count / seconds:,.0f} requests/s), the output region re-registered every 1,000 requests.",
+                "",
+                "| | before | after |",
+                "| --- | ---: | ---: |",
+                f"| core RSS (KiB) | {before[0]:,} | {after[0]:,} ({growth:+.1%}) |",
+                f"| core open descriptors | {before[1]} | {after[1]} |",
+                f"| /dev/shm bytes the server holds open or mapped (the client's regions) | {before[2]:,} | {after[2]:,} |",
+                f"| /dev/shm entries named tritium* (the soak's own two regions) | {before[3]} | {after[3]} |",
+                f"| worker open descriptors (after) | | {worker_fds} |",
+                "",
+                f"Flat within 5%: **{'yes' if abs(growth) <= 0.05 and before[1:] == after[1:] else 'no'}**.",
+            ]
+        )
+        + "\n"
+    )
     write_section(output, "shared_memory_soak", text)
     print(text)
 
@@ -227,14 +245,16 @@ def main() -> None:
         server = ServerProcess([work / "models"], log_path=work / "tritium.log").start()
         try:
             assert server.proc is not None
-            rows += measure("tritium", server.proc.pid, ["identity_py", "identity_16mib"], server.http_url,
-                            server.grpc_url, tag)
+            rows += measure(
+                "tritium", server.proc.pid, ["identity_py", "identity_16mib"], server.http_url, server.grpc_url, tag
+            )
         finally:
             server.stop()
         if not args.no_triton:
             build(work / "triton_models", with_native=False)
-            triton = TritonServer(args.triton_venv, work / "triton_models", free_port(), free_port(), free_port(),
-                                  work / "triton.log").start()
+            triton = TritonServer(
+                args.triton_venv, work / "triton_models", free_port(), free_port(), free_port(), work / "triton.log"
+            ).start()
             try:
                 assert triton.proc is not None
                 rows += measure("triton", triton.proc.pid, ["identity_py"], triton.http_url, triton.grpc_url, tag)

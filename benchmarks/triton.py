@@ -35,11 +35,18 @@ def install_triton(venv: Path) -> None:
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "nvidia-pytriton==0.7.0"], check=True)
     subprocess.run(["apt-get", "install", "-y", "-q", "python3-numpy", "libpython3.11"], check=True)
     backend = _site_packages(venv) / "pytriton" / "tritonserver" / "backends" / "python"
-    stub = _site_packages(venv) / "pytriton" / "tritonserver" / "python_backend_stubs" / "3.11" / "triton_python_backend_stub"
+    stub = (
+        _site_packages(venv)
+        / "pytriton"
+        / "tritonserver"
+        / "python_backend_stubs"
+        / "3.11"
+        / "triton_python_backend_stub"
+    )
     shutil.copy(stub, backend / "triton_python_backend_stub")
 
 
-def add_arguments(parser: "argparse.ArgumentParser", triton: bool = True) -> None:
+def add_arguments(parser: argparse.ArgumentParser, triton: bool = True) -> None:
     """The options every benchmark script shares: --install, --output and (with ``triton``) the Triton venv."""
     from .common import ROOT
 
@@ -50,7 +57,7 @@ def add_arguments(parser: "argparse.ArgumentParser", triton: bool = True) -> Non
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
 
 
-def prepare(args: "argparse.Namespace") -> None:
+def prepare(args: argparse.Namespace) -> None:
     """Install what :func:`add_arguments`' --install / --install-triton ask for."""
     from .common import install_perf_analyzer_libraries
 
@@ -67,7 +74,9 @@ class TritonServer:
     :param repository: the model repository.
     """
 
-    def __init__(self, venv: Path, repository: Path, http_port: int, grpc_port: int, metrics_port: int, log: Path) -> None:
+    def __init__(
+        self, venv: Path, repository: Path, http_port: int, grpc_port: int, metrics_port: int, log: Path
+    ) -> None:
         self.venv, self.repository, self.log_path = venv, repository, log
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.proc: subprocess.Popen[bytes] | None = None
@@ -80,7 +89,7 @@ class TritonServer:
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout: float = 180.0) -> "TritonServer":
+    def start(self, timeout: float = 180.0) -> TritonServer:
         site = _site_packages(self.venv)
         binary = site / "pytriton" / "tritonserver" / "bin" / "tritonserver"
         if not binary.exists():
@@ -89,10 +98,15 @@ class TritonServer:
         env["LD_LIBRARY_PATH"] = str(site / "nvidia_pytriton.libs") + os.pathsep + env.get("LD_LIBRARY_PATH", "")
         env["PATH"] = "/usr/bin:" + env.get("PATH", "")
         cmd = [
-            str(binary), f"--model-repository={self.repository}",
+            str(binary),
+            f"--model-repository={self.repository}",
             f"--backend-directory={site / 'pytriton' / 'tritonserver' / 'backends'}",
-            f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}", f"--metrics-port={self.metrics_port}",
-            "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
         ]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)

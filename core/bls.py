@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Code, TritonError
 from .memory.arena import Block
@@ -48,11 +49,10 @@ class BlsServer(Protocol):
 
     def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]: ...
 
-    async def load_model(
-        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
-    ) -> None: ...
+    async def load_model(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None: ...
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None: ...
+
 
 log = logging.getLogger("tritium.bls")
 
@@ -76,7 +76,7 @@ def _files(value: Any) -> dict[str, bytes] | None:
             raise TritonError(Code.INVALID_ARG, f"load_model(): files key {key!r} must be 'file:<path>'")
         if not isinstance(content, (bytes, bytearray)):
             raise TritonError(Code.INVALID_ARG, f"load_model(): the contents of '{key}' must be bytes")
-        files[key[len("file:"):]] = bytes(content)
+        files[key[len("file:") :]] = bytes(content)
     return files
 
 
@@ -88,7 +88,7 @@ class BlsRouter:
         self._tasks: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._held: dict[tuple[int, int, int], tuple[InferenceResponse, list[Block]]] = {}
 
-    def start(self, worker: "WorkerProcess", call_id: int, request: dict[str, Any]) -> None:
+    def start(self, worker: WorkerProcess, call_id: int, request: dict[str, Any]) -> None:
         """An INFER frame arrived from ``worker`` (an inference, or a model-control request)."""
         key = (worker.id, call_id)
         if "control" in request:
@@ -98,15 +98,15 @@ class BlsRouter:
         self._tasks[key] = task
         task.add_done_callback(lambda _t: self._tasks.pop(key, None))
 
-    def release(self, worker: "WorkerProcess", call_id: int, index: int) -> None:
+    def release(self, worker: WorkerProcess, call_id: int, index: int) -> None:
         """The caller has copied the outputs of response ``index``: free them."""
         held = self._held.pop((worker.id, call_id, index), None)
         if held is not None:
             self._free(held)
 
-    def forget(self, worker: "WorkerProcess") -> None:
+    def forget(self, worker: WorkerProcess) -> None:
         """``worker`` exited: cancel its requests and free what its responses held."""
-        for (wid, call_id), task in list(self._tasks.items()):
+        for (wid, _call_id), task in list(self._tasks.items()):
             if wid == worker.id:
                 task.cancel()
         for key in [k for k in self._held if k[0] == worker.id]:
@@ -118,7 +118,7 @@ class BlsRouter:
         for block in blocks:
             self.server.pool.free(block)
 
-    def _request(self, worker: "WorkerProcess", wire: dict[str, Any]) -> InferenceRequest:
+    def _request(self, worker: WorkerProcess, wire: dict[str, Any]) -> InferenceRequest:
         segments = self.server.pool.segments
         inputs = []
         for name, datatype, shape, seg_id, offset, nbytes in wire["inputs"]:
@@ -142,7 +142,7 @@ class BlsRouter:
             parameters,
         )
 
-    async def _run(self, worker: "WorkerProcess", call_id: int, wire: dict[str, Any]) -> None:
+    async def _run(self, worker: WorkerProcess, call_id: int, wire: dict[str, Any]) -> None:
         index = 0
         try:
             request = self._request(worker, wire)
@@ -174,7 +174,7 @@ class BlsRouter:
             error = TritonError(Code.INTERNAL, f"BLS request failed: {type(exc).__name__}: {exc}")
         worker.send_infer_response([Kind.INFER_RESPONSE, call_id, index, True, [], error.to_wire(), None])
 
-    async def _control(self, worker: "WorkerProcess", call_id: int, wire: dict[str, Any]) -> None:
+    async def _control(self, worker: WorkerProcess, call_id: int, wire: dict[str, Any]) -> None:
         """Load, unload or ask readiness for model code (Triton's ``pb_utils.load_model``,
         ``unload_model``, ``is_model_ready``), with the model repository extension's rules:
         explicit model control mode only, files only with ``--model-load-allow-file-override``.
@@ -203,7 +203,7 @@ class BlsRouter:
         wire_error = error.to_wire() if error is not None else None
         worker.send_infer_response([Kind.INFER_RESPONSE, call_id, 0, True, [], wire_error, result])
 
-    def _send(self, worker: "WorkerProcess", call_id: int, index: int, response: InferenceResponse) -> None:
+    def _send(self, worker: WorkerProcess, call_id: int, index: int, response: InferenceResponse) -> None:
         pool = self.server.pool
         outputs: list[list[Any]] = []
         blocks: list[Block] = []

@@ -38,9 +38,7 @@ def _top_k(row: np.ndarray, k: int, labels: Sequence[str], is_float: bool) -> li
     return out
 
 
-def classify(
-    array: np.ndarray, k: int, batched: bool, labels: Sequence[str] = ()
-) -> tuple[list[int], bytes]:
+def classify(array: np.ndarray, k: int, batched: bool, labels: Sequence[str] = ()) -> tuple[list[int], bytes]:
     """Return the shape and serialized BYTES data of the top-``k`` classes of ``array``.
 
     :param array: the output (numeric, any shape; ``[batch, ...]`` when ``batched``).

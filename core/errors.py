@@ -72,7 +72,7 @@ class TritonError(Exception):
         return [int(self.code), self.message]
 
     @classmethod
-    def from_wire(cls, wire: list[object]) -> "TritonError":
+    def from_wire(cls, wire: list[object]) -> TritonError:
         """Rebuild an error sent by :meth:`to_wire`; unknown codes become UNKNOWN."""
         try:
             code = Code(int(wire[0]))  # type: ignore[arg-type]

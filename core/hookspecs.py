@@ -10,7 +10,8 @@ server starts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
@@ -56,9 +57,7 @@ class FrontendSpec:
     """The hooks a frontend plugin implements."""
 
     @hookspec
-    def tritium_frontend(
-        self, name: str, server: ServerHandle, settings: Mapping[str, Any]
-    ) -> Frontend | None:
+    def tritium_frontend(self, name: str, server: ServerHandle, settings: Mapping[str, Any]) -> Frontend | None:
         """Create the frontend called ``name`` if this plugin provides it, else return None.
 
         :param name: the frontend's name in ``plugins.toml`` (``"http"``).

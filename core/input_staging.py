@@ -48,7 +48,7 @@ class PendingRequest:
     request: InferenceRequest
     blocks: list[Block | SharedBlock]
     #: gets the final response (or the error) of a request that is not streamed, once
-    done: "Done | None"
+    done: Done | None
     queue: asyncio.Queue[InferenceResponse] | None
     classification: dict[str, int] = field(default_factory=dict)
     open_responses: int = 0
@@ -96,7 +96,7 @@ class InputStaging:
         self.input_reshape = input_reshape
         self.handler = handler
 
-    def stage(self, request: InferenceRequest, stream: bool, done: "Done | None" = None) -> Payload:
+    def stage(self, request: InferenceRequest, stream: bool, done: Done | None = None) -> Payload:
         """The payload of ``request``: its inputs in the arena, its wire form, its :class:`PendingRequest`.
 
         :param stream: its responses go to a queue (``infer_stream``) instead of ``done``.
@@ -180,8 +180,14 @@ class InputStaging:
             }
         else:
             wire = {
-                "id": request.id, "corr": 0, "flags": 0, "timeout": 0, "priority": 0,
-                "inputs": wire_inputs, "outputs": [o.name for o in outputs], "params": {},
+                "id": request.id,
+                "corr": 0,
+                "flags": 0,
+                "timeout": 0,
+                "priority": 0,
+                "inputs": wire_inputs,
+                "outputs": [o.name for o in outputs],
+                "params": {},
             }
         if shm_outputs:
             wire["shm_outputs"] = shm_outputs

@@ -28,13 +28,24 @@ from typing import Any
 from .errors import Code, TritonError
 
 __all__ = [
-    "configure_logging", "configure_worker_logging", "TritonFormatter", "LogManager",
-    "LOG_FORMATS", "WORKER_RECORD", "relay_worker_line", "log_manager",
+    "configure_logging",
+    "configure_worker_logging",
+    "TritonFormatter",
+    "LogManager",
+    "LOG_FORMATS",
+    "WORKER_RECORD",
+    "relay_worker_line",
+    "log_manager",
 ]
 
 _LEVEL_LETTER = {logging.DEBUG: "I", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E", logging.CRITICAL: "E"}
-_LEVEL_NAME = {logging.DEBUG: "VERBOSE", logging.INFO: "INFO", logging.WARNING: "WARNING", logging.ERROR: "ERROR",
-               logging.CRITICAL: "ERROR"}
+_LEVEL_NAME = {
+    logging.DEBUG: "VERBOSE",
+    logging.INFO: "INFO",
+    logging.WARNING: "WARNING",
+    logging.ERROR: "ERROR",
+    logging.CRITICAL: "ERROR",
+}
 #: ``--log-format`` values: Triton's two and tritium's ``json``
 LOG_FORMATS = ("default", "ISO8601", "json")
 #: the start of a worker's log record on its stderr (the rest of the line is JSON)
@@ -68,17 +79,19 @@ class TritonFormatter(logging.Formatter):
             text += "\n" + self.formatException(record.exc_info)
         pid = getattr(record, "worker_pid", None) or os.getpid()
         if self.fmt == "json":
-            return json.dumps({
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-                + f".{int((record.created % 1) * 1_000_000):06d}Z",
-                "level": _LEVEL_NAME.get(record.levelno, "INFO"),
-                "pid": pid,
-                "source": f"{record.filename}:{record.lineno}",
-                "model": getattr(record, "model", "") or None,
-                "instance": getattr(record, "instance", "") or None,
-                "request_id": getattr(record, "request_id", "") or None,
-                "message": text,
-            })
+            return json.dumps(
+                {
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+                    + f".{int((record.created % 1) * 1_000_000):06d}Z",
+                    "level": _LEVEL_NAME.get(record.levelno, "INFO"),
+                    "pid": pid,
+                    "source": f"{record.filename}:{record.lineno}",
+                    "model": getattr(record, "model", "") or None,
+                    "instance": getattr(record, "instance", "") or None,
+                    "request_id": getattr(record, "request_id", "") or None,
+                    "message": text,
+                }
+            )
         letter = _LEVEL_LETTER.get(record.levelno, "I")
         if self.fmt == "ISO8601":
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
@@ -96,7 +109,7 @@ class TritonFormatter(logging.Formatter):
 class _LevelFilter(logging.Filter):
     """Triton's per-level switches (``log_info``, ``log_warning``, ``log_error``, verbose > 0)."""
 
-    def __init__(self, manager: "LogManager") -> None:
+    def __init__(self, manager: LogManager) -> None:
         super().__init__()
         self.manager = manager
 
@@ -198,7 +211,8 @@ class LogManager:
             elif key == "log_verbose_level":
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
                     raise TritonError(
-                        Code.INVALID_ARG, f"expected an unsigned integer for 'log_verbose_level', got: {json.dumps(value)}"
+                        Code.INVALID_ARG,
+                        f"expected an unsigned integer for 'log_verbose_level', got: {json.dumps(value)}",
                     )
                 new[key] = value
             elif key == "log_format":
@@ -235,7 +249,7 @@ def relay_worker_line(line: str, instance: str, pid: int | None) -> None:
     logger = logging.getLogger("tritium.worker")
     if line.startswith(WORKER_RECORD):
         try:
-            data = json.loads(line[len(WORKER_RECORD):])
+            data = json.loads(line[len(WORKER_RECORD) :])
             level, source, model, message = int(data["l"]), str(data["s"]), str(data.get("m", "")), str(data["t"])
         except (ValueError, KeyError, TypeError):
             level, source, model, message = logging.INFO, "worker:0", "", line
@@ -245,7 +259,13 @@ def relay_worker_line(line: str, instance: str, pid: int | None) -> None:
         return
     filename, _, lineno = source.rpartition(":")
     record = logger.makeRecord(
-        logger.name, level, filename, int(lineno) if lineno.isdigit() else 0, "%s", (message,), None,
+        logger.name,
+        level,
+        filename,
+        int(lineno) if lineno.isdigit() else 0,
+        "%s",
+        (message,),
+        None,
         extra={"model": model, "instance": instance, "worker_pid": pid},
     )
     record.filename = filename

@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import Code, TritonError
 from .input_staging import InputStaging, PendingRequest, free_blocks
@@ -91,8 +92,13 @@ class Model(BatcherServices):
         #: steps 2 and 4 of the request path (the config's input / output ``reshape`` applied there)
         self._staging = InputStaging(self.signature, pool, reshapes(config, "input"), self)
         self._assembly = ResponseAssembly(
-            self.label, pool, reshapes(config, "output"), self.state_outputs, hidden_outputs,
-            self.signature.max_batch_size > 0, labels,
+            self.label,
+            pool,
+            reshapes(config, "output"),
+            self.state_outputs,
+            hidden_outputs,
+            self.signature.max_batch_size > 0,
+            labels,
         )
         self.scheduler = self._make_scheduler(config)
         self._stopping = False
@@ -163,7 +169,7 @@ class Model(BatcherServices):
             self._idle = asyncio.Event()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 
@@ -174,7 +180,7 @@ class Model(BatcherServices):
         await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
 
     # -- the request path --------------------------------------------------------------
-    def submit(self, request: InferenceRequest, done: "Done") -> None:
+    def submit(self, request: InferenceRequest, done: Done) -> None:
         """Start one request; ``done(response, None)`` or ``done(None, error)`` is called once, later
         (or at once, for a request refused before it is queued), on the event loop.
 

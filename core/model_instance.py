@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .errors import TritonError
 from .memory.pool import TensorPool
@@ -73,8 +74,8 @@ class ModelInstance:
         model_settings: dict[str, Any],
         pool: TensorPool,
         options: InstanceOptions,
-        on_ready: Callable[["ModelInstance"], None],
-        on_lost: Callable[["ModelInstance", str], None],
+        on_ready: Callable[[ModelInstance], None],
+        on_lost: Callable[[ModelInstance, str], None],
     ) -> None:
         self.name = name
         self.kind = kind

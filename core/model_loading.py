@@ -9,7 +9,8 @@ core's event loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import TritonError
 from .memory.pool import TensorPool
@@ -104,9 +105,7 @@ async def load_model(
         first.name = names[0][0]
         first.kind, first.device_id = names[0][1], names[0][2]
         model.instances.append(first)
-        others = [
-            ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]
-        ]
+        others = [ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]]
         started.extend(others)
         model.instances.extend(others)
         demands = _rate_demands(final, options.rate_limiter)

@@ -7,9 +7,10 @@ import logging
 import os
 import sys
 import tomllib
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pluggy
 

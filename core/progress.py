@@ -17,9 +17,9 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Any, AsyncIterator, Callable, TextIO
-
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any, TextIO
 
 __all__ = ["Progress", "LOG_INTERVAL_S", "STILL_AFTER_S", "STILL_EVERY_S", "still_running", "size_text"]
 
@@ -76,8 +76,16 @@ class Progress:
         if _interactive(stream) and log.isEnabledFor(logging.INFO):
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=what, unit=unit, unit_scale=unit == "B",
-                             unit_divisor=1024, file=stream, leave=False, dynamic_ncols=True)
+            self._bar = tqdm(
+                total=total,
+                desc=what,
+                unit=unit,
+                unit_scale=unit == "B",
+                unit_divisor=1024,
+                file=stream,
+                leave=False,
+                dynamic_ncols=True,
+            )
         else:
             log.info("%s: %s", what, "started" if total is None else f"{self._amount(total)} to do")
 

@@ -9,7 +9,7 @@ KServe binary extension and gRPC ``raw_input_contents`` carry it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["InferInput", "RequestedOutput", "InferenceRequest", "ParameterValue"]
 
-ParameterValue = Union[bool, int, float, str]
+ParameterValue = bool | int | float | str
 
 
 @dataclass(slots=True)
@@ -49,11 +49,11 @@ class InferInput:
     shape: list[int]
     data: bytes | bytearray | memoryview | None = None
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
-    shared_memory: "ShmRef | CudaRef | None" = None
+    shared_memory: ShmRef | CudaRef | None = None
     buffer_offset: int = -1
 
     @classmethod
-    def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> "InferInput":
+    def from_numpy(cls, name: str, array: np.ndarray, datatype: str | None = None) -> InferInput:
         """Build an input from a numpy array (object/str/bytes arrays become BYTES).
 
         :param datatype: override the datatype (e.g. ``"BF16"`` for a uint16 array).
@@ -82,7 +82,7 @@ class RequestedOutput:
 
     name: str
     parameters: dict[str, ParameterValue] = field(default_factory=dict)
-    shared_memory: "ShmRef | CudaRef | None" = None
+    shared_memory: ShmRef | CudaRef | None = None
 
     @property
     def classification(self) -> int:
@@ -118,5 +118,5 @@ class InferenceRequest:
     inputs: list[InferInput] = field(default_factory=list)
     outputs: list[RequestedOutput] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
-    buffer: "SharedBlock | None" = None
+    buffer: SharedBlock | None = None
     trace: Any = None

@@ -16,7 +16,8 @@ has no ``reshape`` gets None and pays nothing per request. Runs in the core.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["Reshape", "reshapes"]
 

@@ -8,8 +8,9 @@ the bytes are on the wire (or copied).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class InferenceResponse:
         if release is not None:
             release()
 
-    def __enter__(self) -> "InferenceResponse":
+    def __enter__(self) -> InferenceResponse:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -99,7 +99,9 @@ class ResponseAssembly:
                 if shm_outputs and name in shm_outputs:  # written into the client's region
                     region_id, region_offset, byte_size = shm_outputs[name]
                     if seg_id != region_id or offset != region_offset or not 0 <= nbytes <= byte_size:
-                        raise TritonError(Code.INTERNAL, f"malformed shared-memory output '{name}' from model {self.label}")
+                        raise TritonError(
+                            Code.INTERNAL, f"malformed shared-memory output '{name}' from model {self.label}"
+                        )
                     ref = next(o.shared_memory for o in pending.request.outputs if o.name == name)
                     tensor = OutputTensor(name, datatype, list(shape), b"", {})
                     tensor.shared_memory_region = ref.region.name if ref is not None else ""

@@ -126,9 +126,7 @@ def is_decoupled(config: Mapping[str, Any]) -> bool:
     return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
 
 
-def submit_as_task(
-    infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done
-) -> None:
+def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done) -> None:
     """:meth:`Servable.submit` for a Servable whose request path is the coroutine ``infer(request)``.
 
     The coroutine runs as a task; ``done`` gets its response or its error, or

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from .. import __version__
 from .bls import BlsRouter
@@ -33,10 +34,10 @@ from .model_repository.manager import ModelRepositoryManager
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
-from .stats import MemoryMetrics, MetricsSnapshot, configure_summaries, model_metrics, parse_metrics_config
 from .response import InferenceResponse
 from .servable import Done, Servable
 from .startup import check_ports, endpoint_lines, model_table, options_table
+from .stats import MemoryMetrics, MetricsSnapshot, configure_summaries, model_metrics, parse_metrics_config
 from .tensor_metadata import tensor_metadata
 from .tracing import Tracer
 
@@ -97,7 +98,9 @@ class InferenceServer:
             self.metrics_config = parse_metrics_config(options.metrics_config)
         except ValueError as exc:
             raise TritonError(Code.INVALID_ARG, str(exc)) from None
-        configure_summaries(self.metrics_config["summary_quantiles"] if self.metrics_config["summary_latencies"] else None)
+        configure_summaries(
+            self.metrics_config["summary_quantiles"] if self.metrics_config["summary_latencies"] else None
+        )
         #: Triton's trace extension (read by the frontends per request: keep it cheap when off)
         self.tracer = Tracer(options.trace, options.trace_otel, self._known_model)
         #: Triton's logging extension (the process's log settings)
@@ -148,8 +151,11 @@ class InferenceServer:
             self.frontends = created
             names = [getattr(f, "name", type(f).__name__) for f in self.frontends]
             missing = [n for n in ("http", "grpc", "metrics") if n not in names]
-            log.info("endpoints: %s%s", ", ".join(names) or "none",
-                     f" (not enabled or not in this server: {', '.join(missing)})" if missing else "")
+            log.info(
+                "endpoints: %s%s",
+                ", ".join(names) or "none",
+                f" (not enabled or not in this server: {', '.join(missing)})" if missing else "",
+            )
         self._started = True
 
     async def stop(self) -> None:
@@ -161,7 +167,7 @@ class InferenceServer:
             log.info("waiting for %d in-flight requests", self._inflight)
             try:
                 await asyncio.wait_for(self._idle.wait(), self.options.exit_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("timeout: %d requests still in flight", self._inflight)
         for frontend in reversed(self.frontends):
             try:

@@ -116,7 +116,16 @@ class ModelStats:
     :param version: model version.
     """
 
-    _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+    _DURATIONS = (
+        "success",
+        "fail",
+        "queue",
+        "compute_input",
+        "compute_infer",
+        "compute_output",
+        "cache_hit",
+        "cache_miss",
+    )
 
     def __init__(self, name: str, version: int) -> None:
         self.name = name
@@ -217,6 +226,7 @@ def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
     :returns: ``{"summary_latencies", "summary_quantiles", "counter_latencies"}``.
     :raises ValueError: for an unknown setting or a bad value (the message names it).
     """
+
     def boolean(key: str, default: bool) -> bool:
         text = settings.get(key)
         if text is None:
@@ -230,8 +240,10 @@ def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
     for key in settings:
         if key not in ("summary_latencies", "summary_quantiles", "counter_latencies"):
             if key == "histogram_latencies":
-                raise ValueError("--metrics-config histogram_latencies: tritium builds no latency histograms "
-                                 "(Triton 2.51 reports none either); use summary_latencies=true")
+                raise ValueError(
+                    "--metrics-config histogram_latencies: tritium builds no latency histograms "
+                    "(Triton 2.51 reports none either); use summary_latencies=true"
+                )
             raise ValueError(f"unknown --metrics-config setting '{key}'")
     quantiles = DEFAULT_QUANTILES
     if "summary_quantiles" in settings:
@@ -241,7 +253,9 @@ def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
             try:
                 value, error = float(q), float(err)
             except ValueError:
-                raise ValueError(f"--metrics-config summary_quantiles must be '<quantile>:<error>,...', got '{item}'") from None
+                raise ValueError(
+                    f"--metrics-config summary_quantiles must be '<quantile>:<error>,...', got '{item}'"
+                ) from None
             if not colon or not 0.0 <= value <= 1.0 or not 0.0 <= error <= 1.0:
                 raise ValueError(f"--metrics-config summary_quantiles must be '<quantile>:<error>,...', got '{item}'")
             parsed.append((value, error))

@@ -9,7 +9,7 @@ arrays of ``bytes``. Every other datatype is its raw little-endian elements.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

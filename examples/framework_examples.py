@@ -28,8 +28,9 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 SEED = 0
 EFFICIENTNET_BATCH = 8
@@ -48,12 +49,18 @@ instance_group [ {{ count: 2 kind: KIND_CPU }} ]
 
 
 TORCHSCRIPT_CONFIG = efficientnet_config(
-    "efficientnet_lite0_torchscript", "pytorch", "INPUT__0", "OUTPUT__0",
+    "efficientnet_lite0_torchscript",
+    "pytorch",
+    "INPUT__0",
+    "OUTPUT__0",
     'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }\n'
     'parameters { key: "INTER_OP_THREAD_COUNT" value: { string_value: "1" } }\n',
 )
 OPENVINO_CONFIG = efficientnet_config(
-    "efficientnet_lite0_openvino", "openvino", "input", "logits",
+    "efficientnet_lite0_openvino",
+    "openvino",
+    "input",
+    "logits",
     'parameters { key: "INFERENCE_NUM_THREADS" value: { string_value: "1" } }\n'
     'parameters { key: "NUM_STREAMS" value: { string_value: "1" } }\n'
     # OpenVINO computes in bf16 on CPUs that have bf16 instructions: f32 gives ONNX Runtime's answers
@@ -105,7 +112,9 @@ def produce_ir(xml: Path, writer: Callable[[Path], None], force: bool) -> None:
         writer(work / xml.name)
         os.replace(work / xml.with_suffix(".bin").name, xml.with_suffix(".bin"))
         os.replace(work / xml.name, xml)
-        print(f"wrote    {xml} (+ .bin, {xml.with_suffix('.bin').stat().st_size:,} bytes, {time.perf_counter() - start:.1f} s)")
+        print(
+            f"wrote    {xml} (+ .bin, {xml.with_suffix('.bin').stat().st_size:,} bytes, {time.perf_counter() - start:.1f} s)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -145,7 +154,9 @@ def convert_to_openvino(onnx_path: Path) -> Callable[[Path], None]:
         x = np.random.default_rng(SEED).standard_normal((2, 3, 224, 224)).astype(np.float32)
         compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         got = np.asarray(compiled({"input": x})[compiled.output("logits")])
-        expected = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(["logits"], {"input": x})[0]
+        expected = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(
+            ["logits"], {"input": x}
+        )[0]
         diff = float(np.max(np.abs(got - expected)))
         if not bin_tmp.exists() or diff > 0.1 or (got.argmax(1) != expected.argmax(1)).any():
             raise RuntimeError(f"the OpenVINO IR disagrees with onnxruntime on the ONNX export (max diff {diff})")
@@ -209,7 +220,9 @@ def minilm_module(folder: Path) -> Any:
             self.norm = torch.nn.LayerNorm(hidden, eps=eps)
             self.layers = torch.nn.ModuleList([Layer() for _ in range(int(config["num_hidden_layers"]))])
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+        ) -> torch.Tensor:
             positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
             x = self.norm(self.words(input_ids) + self.positions(positions) + self.types(token_type_ids))
             keep = (attention_mask != 0)[:, None, None, :]
@@ -220,11 +233,22 @@ def minilm_module(folder: Path) -> Any:
             return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
     weights = load_file(str(folder / "model.safetensors"))
-    names = {"words": "embeddings.word_embeddings", "positions": "embeddings.position_embeddings",
-             "types": "embeddings.token_type_embeddings", "norm": "embeddings.LayerNorm"}
-    layer_names = {"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-                   "attention_output": "attention.output.dense", "attention_norm": "attention.output.LayerNorm",
-                   "intermediate": "intermediate.dense", "output": "output.dense", "output_norm": "output.LayerNorm"}
+    names = {
+        "words": "embeddings.word_embeddings",
+        "positions": "embeddings.position_embeddings",
+        "types": "embeddings.token_type_embeddings",
+        "norm": "embeddings.LayerNorm",
+    }
+    layer_names = {
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "attention_output": "attention.output.dense",
+        "attention_norm": "attention.output.LayerNorm",
+        "intermediate": "intermediate.dense",
+        "output": "output.dense",
+        "output_norm": "output.LayerNorm",
+    }
     module = MiniLM()
     state = {}
     for ours, theirs in names.items():

@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from PIL import Image, UnidentifiedImageError
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
 SCALINGS = ("NONE", "INCEPTION", "VGG", "IMAGENET")
@@ -117,7 +118,9 @@ def image_files(path: str) -> list[str]:
     return [path]
 
 
-def batches(images: list[np.ndarray], files: list[str], batch_size: int) -> Iterator[tuple[list[np.ndarray], list[str]]]:
+def batches(
+    images: list[np.ndarray], files: list[str], batch_size: int
+) -> Iterator[tuple[list[np.ndarray], list[str]]]:
     """Batches of ``batch_size``; the last one is filled up by starting over with the first images."""
     idx, last = 0, False
     while not last:
@@ -185,8 +188,11 @@ def run(args: argparse.Namespace) -> None:
         outputs = [lib.InferRequestedOutput(output_name, class_count=args.classes)]
         try:
             result = client.infer(
-                args.model_name, inputs, model_version=args.model_version,
-                outputs=outputs, request_id=str(request_id),
+                args.model_name,
+                inputs,
+                model_version=args.model_version,
+                outputs=outputs,
+                request_id=str(request_id),
             )
         except InferenceServerException as e:
             raise ClientError(f"inference failed: {e.message()}") from e
@@ -206,12 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-x", "--model-version", default="", help="model version (default: the server's choice)")
     parser.add_argument("-b", "--batch-size", type=int, default=1, help="images per request (default: 1)")
     parser.add_argument("-c", "--classes", type=int, default=1, help="number of top classes to print (default: 1)")
-    parser.add_argument("-s", "--scaling", type=str.upper, choices=SCALINGS, default="NONE",
-                        help="pixel scaling (default: NONE)")
-    parser.add_argument("-u", "--url", default=None,
-                        help="server URL (default: localhost:8000 for HTTP, localhost:8001 for gRPC)")
-    parser.add_argument("-i", "--protocol", type=str.lower, choices=("http", "grpc"), default="http",
-                        help="protocol (default: http)")
+    parser.add_argument(
+        "-s", "--scaling", type=str.upper, choices=SCALINGS, default="NONE", help="pixel scaling (default: NONE)"
+    )
+    parser.add_argument(
+        "-u", "--url", default=None, help="server URL (default: localhost:8000 for HTTP, localhost:8001 for gRPC)"
+    )
+    parser.add_argument(
+        "-i", "--protocol", type=str.lower, choices=("http", "grpc"), default="http", help="protocol (default: http)"
+    )
     parser.add_argument("image_filename", help="an image file, or a folder of them")
     args = parser.parse_args(argv)
     if args.batch_size < 1 or args.classes < 1:

@@ -13,8 +13,9 @@ runs on the core's event loop.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["event", "frame", "primed", "CONTENT_TYPE"]
 

@@ -43,7 +43,9 @@ IO = (
     'output [ { name: "%s" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
 )
 RENAMED_A = {
-    "name": "a", "backend": "python", "max_batch_size": 0,
+    "name": "a",
+    "backend": "python",
+    "max_batch_size": 0,
     "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
     "output": [{"name": "OUTPUT9", "data_type": "TYPE_FP32", "dims": [4]}],
 }
@@ -64,7 +66,8 @@ def make_repo(root: Path) -> None:
             for m, i, o in ((first, "IN", "mid"), (second, "mid", "OUT"))
         )
         (root / name / "config.pbtxt").write_text(
-            f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 0\n' + IO % ("IN", "OUT")
+            f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+            + IO % ("IN", "OUT")
             + f"ensemble_scheduling {{ step [ {steps} ] }}\n"
         )
 

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MODEL_PY = '''
+MODEL_PY = """
 import json
 import triton_python_backend_utils as pb_utils
 
@@ -45,22 +45,27 @@ class TritonPythonModel:
                     for i, o in zip(self.ins, self.outs)]
             responses.append(pb_utils.InferenceResponse(output_tensors=outs))
         return responses
-'''
-BROKEN_PY = '''
+"""
+BROKEN_PY = """
 class TritonPythonModel:
     def initialize(self, args):
         raise RuntimeError("boom: deliberate failure in initialize")
 
     def execute(self, requests):
         return []
-'''
-IO = ('input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ %s ] } ]\n'
-      'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ %s ] } ]\n')
+"""
+IO = (
+    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ %s ] } ]\n'
+    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ %s ] } ]\n'
+)
 
 
 def make_repo(root: Path) -> None:
     """Write the repository both servers serve."""
-    for name, text, mbs, dims, versions in (("simple", MODEL_PY, 8, 16, (1, 2)), ("broken_init", BROKEN_PY, 0, 4, (1,))):
+    for name, text, mbs, dims, versions in (
+        ("simple", MODEL_PY, 8, 16, (1, 2)),
+        ("broken_init", BROKEN_PY, 0, 4, (1,)),
+    ):
         folder = root / name
         for v in versions:
             (folder / str(v)).mkdir(parents=True, exist_ok=True)
@@ -69,19 +74,29 @@ def make_repo(root: Path) -> None:
 
 
 def _config(name: str, **extra: Any) -> str:
-    return json.dumps({"name": name, "backend": "python", "max_batch_size": 8,
-                       "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [16]}],
-                       "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [16]}], **extra})
+    return json.dumps(
+        {
+            "name": name,
+            "backend": "python",
+            "max_batch_size": 8,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [16]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [16]}],
+            **extra,
+        }
+    )
 
 
 def http_cases() -> list[tuple[str, str, Any]]:
     """(method, path, JSON body or raw text or None), in order (later cases see earlier loads)."""
     py = base64.b64encode(MODEL_PY.encode()).decode()
     return [
-        ("POST", "/v2/repository/index", None), ("POST", "/v2/repository/index", {"ready": True}),
-        ("POST", "/v2/repository/index", "{bad"), ("POST", "/v2/repository/index", {"ready": "yes"}),
+        ("POST", "/v2/repository/index", None),
+        ("POST", "/v2/repository/index", {"ready": True}),
+        ("POST", "/v2/repository/index", "{bad"),
+        ("POST", "/v2/repository/index", {"ready": "yes"}),
         ("GET", "/v2/repository/index", None),
-        ("POST", "/v2/repository/models/simple/load", None), ("POST", "/v2/repository/index", None),
+        ("POST", "/v2/repository/models/simple/load", None),
+        ("POST", "/v2/repository/index", None),
         ("POST", "/v2/repository/models/nonexist/load", None),
         ("POST", "/v2/repository/models/broken_init/load", None),
         ("POST", "/v2/repository/models/nonexist/unload", None),
@@ -91,15 +106,24 @@ def http_cases() -> list[tuple[str, str, Any]]:
         ("POST", "/v2/repository/models/simple/load", {"parameters": {"config": _config("other")}}),
         ("POST", "/v2/repository/models/simple/load", {"parameters": {"config": 5}}),
         ("POST", "/v2/repository/models/simple/load", {"parameters": {"file:1/model.py": py}}),
-        ("POST", "/v2/repository/models/uploaded/load",
-         {"parameters": {"config": _config("uploaded"), "file:1/model.py": py}}),
-        ("POST", "/v2/repository/models/evil/load",
-         {"parameters": {"config": _config("evil"), "file:../../escape.py": py}}),
+        (
+            "POST",
+            "/v2/repository/models/uploaded/load",
+            {"parameters": {"config": _config("uploaded"), "file:1/model.py": py}},
+        ),
+        (
+            "POST",
+            "/v2/repository/models/evil/load",
+            {"parameters": {"config": _config("evil"), "file:../../escape.py": py}},
+        ),
         ("POST", "/v2/repository/models/simple/load", {"parameters": {"foo": "bar"}}),
         ("POST", "/v2/repository/models/simple/load", "notjson"),
         ("GET", "/v2/repository/models/simple/load", None),
-        ("POST", "/v2/repository/models/simple/load",
-         {"parameters": {"config": _config("simple", version_policy={"all": {}})}}),
+        (
+            "POST",
+            "/v2/repository/models/simple/load",
+            {"parameters": {"config": _config("simple", version_policy={"all": {}})}},
+        ),
         ("POST", "/v2/repository/index", None),
     ]
 
@@ -124,9 +148,11 @@ def run_grpc(address: str, repo_path: str) -> list[list[Any]]:
     from tritonclient.grpc import service_pb2_grpc as svc
 
     stub = svc.GRPCInferenceServiceStub(grpc.insecure_channel(address))
-    cases = [("RepositoryIndex", pb.RepositoryIndexRequest()),
-             ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nonexist")),
-             ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="broken_init"))]
+    cases = [
+        ("RepositoryIndex", pb.RepositoryIndexRequest()),
+        ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nonexist")),
+        ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="broken_init")),
+    ]
     for key, kind in (("foo", "string_param"), ("config", "int64_param"), ("file:1/model.py", "string_param")):
         request = pb.RepositoryModelLoadRequest(model_name="simple")
         setattr(request.parameters[key], kind, 5 if kind == "int64_param" else "x")

@@ -71,62 +71,198 @@ def probe(http_url: str, grpc_url: str, P: str) -> list[tuple[str, Any]]:
     small = shm.create_shared_memory_region("small", f"/{P}_small", 32)
     shm.set_shared_memory_region(ins, [np.arange(16, dtype=np.float32)])
     show("status empty", http("GET", "/v2/systemsharedmemory/status"))
-    show("register in", http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}))
-    show("register dup", http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}))
-    show("register nokey", http("POST", "/v2/systemsharedmemory/region/nk/register", {"key": f"/{P}_nokey", "offset": 0, "byte_size": 64}))
-    show("register toobig", http("POST", "/v2/systemsharedmemory/region/big/register", {"key": f"/{P}_small", "offset": 0, "byte_size": 64}))
-    show("register badoff", http("POST", "/v2/systemsharedmemory/region/bo/register", {"key": f"/{P}_small", "offset": 40, "byte_size": 8}))
-    show("register missing key", http("POST", "/v2/systemsharedmemory/region/mk/register", {"offset": 0, "byte_size": 8}))
-    show("register str size", http("POST", "/v2/systemsharedmemory/region/ss/register", {"key": f"/{P}_small", "offset": 0, "byte_size": "8"}))
-    show("register no offset", http("POST", "/v2/systemsharedmemory/region/no/register", {"key": f"/{P}_small", "byte_size": 8}))
+    show(
+        "register in",
+        http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}),
+    )
+    show(
+        "register dup",
+        http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}),
+    )
+    show(
+        "register nokey",
+        http("POST", "/v2/systemsharedmemory/region/nk/register", {"key": f"/{P}_nokey", "offset": 0, "byte_size": 64}),
+    )
+    show(
+        "register toobig",
+        http(
+            "POST", "/v2/systemsharedmemory/region/big/register", {"key": f"/{P}_small", "offset": 0, "byte_size": 64}
+        ),
+    )
+    show(
+        "register badoff",
+        http("POST", "/v2/systemsharedmemory/region/bo/register", {"key": f"/{P}_small", "offset": 40, "byte_size": 8}),
+    )
+    show(
+        "register missing key", http("POST", "/v2/systemsharedmemory/region/mk/register", {"offset": 0, "byte_size": 8})
+    )
+    show(
+        "register str size",
+        http(
+            "POST", "/v2/systemsharedmemory/region/ss/register", {"key": f"/{P}_small", "offset": 0, "byte_size": "8"}
+        ),
+    )
+    show(
+        "register no offset",
+        http("POST", "/v2/systemsharedmemory/region/no/register", {"key": f"/{P}_small", "byte_size": 8}),
+    )
     show("register bad json", http("POST", "/v2/systemsharedmemory/region/bj/register", b"{"))
-    show("register out", http("POST", "/v2/systemsharedmemory/region/out/register", {"key": f"/{P}_out", "offset": 0, "byte_size": 64}))
-    show("register small", http("POST", "/v2/systemsharedmemory/region/small/register", {"key": f"/{P}_small", "offset": 0, "byte_size": 32}))
+    show(
+        "register out",
+        http("POST", "/v2/systemsharedmemory/region/out/register", {"key": f"/{P}_out", "offset": 0, "byte_size": 64}),
+    )
+    show(
+        "register small",
+        http(
+            "POST", "/v2/systemsharedmemory/region/small/register", {"key": f"/{P}_small", "offset": 0, "byte_size": 32}
+        ),
+    )
     show("status all", http("GET", "/v2/systemsharedmemory/status"))
     show("status one", http("GET", "/v2/systemsharedmemory/region/in/status"))
     show("status unknown", http("GET", "/v2/systemsharedmemory/region/zz/status"))
     show("status POST", http("POST", "/v2/systemsharedmemory/status"))
+
     def infer(inp_params, out_params=None, shape=(1, 16), model="identity_fp32", dt="FP32"):
         body = {"inputs": [{"name": "INPUT0", "datatype": dt, "shape": list(shape), "parameters": inp_params}]}
         if out_params is not None:
             body["outputs"] = [{"name": "OUTPUT0", "parameters": out_params}]
         return http("POST", f"/v2/models/{model}/infer", body)
-    show("infer shm in/out", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out", "shared_memory_byte_size": 64}))
+
+    show(
+        "infer shm in/out",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 64},
+        ),
+    )
     out.append(("  out contents", shm.get_contents_as_numpy(outs, np.float32, [16]).tolist()))
     show("infer shm in, json out", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}))
-    show("infer shm in, binary out", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"binary_data": True}))
-    show("infer out with offset", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out", "shared_memory_byte_size": 32, "shared_memory_offset": 32}, shape=(1,16)))
+    show(
+        "infer shm in, binary out",
+        infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"binary_data": True}),
+    )
+    show(
+        "infer out with offset",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 32, "shared_memory_offset": 32},
+            shape=(1, 16),
+        ),
+    )
     show("infer unknown region", infer({"shared_memory_region": "zz", "shared_memory_byte_size": 64}))
     show("infer no byte size", infer({"shared_memory_region": "in"}))
-    show("infer off+size beyond", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64, "shared_memory_offset": 8}))
-    show("infer offset beyond", infer({"shared_memory_region": "in", "shared_memory_byte_size": 4, "shared_memory_offset": 80}))
+    show(
+        "infer off+size beyond",
+        infer({"shared_memory_region": "in", "shared_memory_byte_size": 64, "shared_memory_offset": 8}),
+    )
+    show(
+        "infer offset beyond",
+        infer({"shared_memory_region": "in", "shared_memory_byte_size": 4, "shared_memory_offset": 80}),
+    )
     show("infer size mismatch", infer({"shared_memory_region": "in", "shared_memory_byte_size": 60}))
     show("infer size mismatch2", infer({"shared_memory_region": "in", "shared_memory_byte_size": 32}))
-    show("infer out too small", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "small", "shared_memory_byte_size": 32}))
-    show("infer out region unknown", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "zz", "shared_memory_byte_size": 64}))
-    show("infer out beyond", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out", "shared_memory_byte_size": 64, "shared_memory_offset": 8}))
-    show("infer out no size", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out"}))
-    show("infer out + classification", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out", "shared_memory_byte_size": 64, "classification": 2}))
-    show("infer in offset str", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64, "shared_memory_offset": "0"}))
+    show(
+        "infer out too small",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "small", "shared_memory_byte_size": 32},
+        ),
+    )
+    show(
+        "infer out region unknown",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "zz", "shared_memory_byte_size": 64},
+        ),
+    )
+    show(
+        "infer out beyond",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 64, "shared_memory_offset": 8},
+        ),
+    )
+    show(
+        "infer out no size",
+        infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out"}),
+    )
+    show(
+        "infer out + classification",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 64, "classification": 2},
+        ),
+    )
+    show(
+        "infer in offset str",
+        infer({"shared_memory_region": "in", "shared_memory_byte_size": 64, "shared_memory_offset": "0"}),
+    )
     # bytes
     bs = shm.create_shared_memory_region("bs", f"/{P}_bs", 64)
     good = struct.pack("<I", 3) + b"abc" + struct.pack("<I", 2) + b"de"
     bad = struct.pack("<I", 3) + b"abc" + struct.pack("<I", 50) + b"de"
     shm.set_shared_memory_region(bs, [np.frombuffer(good + bad, dtype=np.uint8)])
-    show("register bs", http("POST", "/v2/systemsharedmemory/region/bs/register", {"key": f"/{P}_bs", "offset": 0, "byte_size": 64}))
-    show("infer bytes good", infer({"shared_memory_region": "bs", "shared_memory_byte_size": len(good)}, shape=(2,), model="identity_bytes", dt="BYTES"))
-    show("infer bytes good out shm", infer({"shared_memory_region": "bs", "shared_memory_byte_size": len(good)}, {"shared_memory_region": "out", "shared_memory_byte_size": 64}, shape=(2,), model="identity_bytes", dt="BYTES"))
+    show(
+        "register bs",
+        http("POST", "/v2/systemsharedmemory/region/bs/register", {"key": f"/{P}_bs", "offset": 0, "byte_size": 64}),
+    )
+    show(
+        "infer bytes good",
+        infer(
+            {"shared_memory_region": "bs", "shared_memory_byte_size": len(good)},
+            shape=(2,),
+            model="identity_bytes",
+            dt="BYTES",
+        ),
+    )
+    show(
+        "infer bytes good out shm",
+        infer(
+            {"shared_memory_region": "bs", "shared_memory_byte_size": len(good)},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 64},
+            shape=(2,),
+            model="identity_bytes",
+            dt="BYTES",
+        ),
+    )
     out.append(("  out bytes", bytes(shm.get_contents_as_numpy(outs, np.uint8, [64]))[:20]))
-    show("infer bytes bad prefix", infer({"shared_memory_region": "bs", "shared_memory_byte_size": len(bad), "shared_memory_offset": len(good)}, shape=(2,), model="identity_bytes", dt="BYTES"))
-    show("infer bytes count mismatch", infer({"shared_memory_region": "bs", "shared_memory_byte_size": len(good)}, shape=(3,), model="identity_bytes", dt="BYTES"))
-    show("infer bytes out small", infer({"shared_memory_region": "bs", "shared_memory_byte_size": len(good)}, {"shared_memory_region": "small", "shared_memory_byte_size": 4}, shape=(2,), model="identity_bytes", dt="BYTES"))
+    show(
+        "infer bytes bad prefix",
+        infer(
+            {"shared_memory_region": "bs", "shared_memory_byte_size": len(bad), "shared_memory_offset": len(good)},
+            shape=(2,),
+            model="identity_bytes",
+            dt="BYTES",
+        ),
+    )
+    show(
+        "infer bytes count mismatch",
+        infer(
+            {"shared_memory_region": "bs", "shared_memory_byte_size": len(good)},
+            shape=(3,),
+            model="identity_bytes",
+            dt="BYTES",
+        ),
+    )
+    show(
+        "infer bytes out small",
+        infer(
+            {"shared_memory_region": "bs", "shared_memory_byte_size": len(good)},
+            {"shared_memory_region": "small", "shared_memory_byte_size": 4},
+            shape=(2,),
+            model="identity_bytes",
+            dt="BYTES",
+        ),
+    )
     # gRPC
     g = gc.InferenceServerClient(grpc_url)
+
     def gtry(label, fn):
         try:
             out.append((f"grpc {label}", ("OK", fn())))
         except InferenceServerException as e:
             out.append((f"grpc {label}", (e.status(), e.message())))
+
     gtry("status", lambda: g.get_system_shared_memory_status(as_json=True))
     gtry("status one", lambda: g.get_system_shared_memory_status("in", as_json=True))
     gtry("status unknown", lambda: g.get_system_shared_memory_status("zz", as_json=True))
@@ -134,7 +270,18 @@ def probe(http_url: str, grpc_url: str, P: str) -> list[tuple[str, Any]]:
     gtry("register nokey", lambda: g.register_system_shared_memory("nk", f"/{P}_nokey", 64))
     gtry("register toobig", lambda: g.register_system_shared_memory("big", f"/{P}_small", 64))
     gtry("register badoff", lambda: g.register_system_shared_memory("bo", f"/{P}_small", 8, offset=40))
-    def ginf(in_region, in_size, out_region=None, out_size=64, in_off=0, out_off=0, shape=(1,16), model="identity_fp32", dt="FP32"):
+
+    def ginf(
+        in_region,
+        in_size,
+        out_region=None,
+        out_size=64,
+        in_off=0,
+        out_off=0,
+        shape=(1, 16),
+        model="identity_fp32",
+        dt="FP32",
+    ):
         i = gc.InferInput("INPUT0", list(shape), dt)
         i.set_shared_memory(in_region, in_size, in_off)
         outs_ = None
@@ -144,6 +291,7 @@ def probe(http_url: str, grpc_url: str, P: str) -> list[tuple[str, Any]]:
             outs_ = [o]
         r = g.infer(model, [i], outputs=outs_)
         return r.get_response(as_json=True)
+
     gtry("infer in/out", lambda: ginf("in", 64, "out", 64))
     gtry("infer in only", lambda: ginf("in", 64))
     gtry("infer unknown", lambda: ginf("zz", 64))
@@ -153,27 +301,48 @@ def probe(http_url: str, grpc_url: str, P: str) -> list[tuple[str, Any]]:
     gtry("infer out too small", lambda: ginf("in", 64, "small", 32))
     gtry("infer out unknown", lambda: ginf("in", 64, "zz", 64))
     gtry("infer out beyond", lambda: ginf("in", 64, "out", 64, out_off=8))
-    gtry("infer bytes bad", lambda: ginf("bs", len(bad), in_off=len(good), shape=(2,), model="identity_bytes", dt="BYTES"))
-    gtry("infer bytes out small", lambda: ginf("bs", len(good), "small", 4, shape=(2,), model="identity_bytes", dt="BYTES"))
+    gtry(
+        "infer bytes bad",
+        lambda: ginf("bs", len(bad), in_off=len(good), shape=(2,), model="identity_bytes", dt="BYTES"),
+    )
+    gtry(
+        "infer bytes out small",
+        lambda: ginf("bs", len(good), "small", 4, shape=(2,), model="identity_bytes", dt="BYTES"),
+    )
     gtry("unregister unknown", lambda: g.unregister_system_shared_memory("zz"))
     gtry("cuda status", lambda: g.get_cuda_shared_memory_status(as_json=True))
     gtry("cuda status one", lambda: g.get_cuda_shared_memory_status("zz", as_json=True))
-    gtry("cuda register", lambda: g.register_cuda_shared_memory("c", b"\0"*64, 0, 64))
+    gtry("cuda register", lambda: g.register_cuda_shared_memory("c", b"\0" * 64, 0, 64))
     gtry("cuda unregister all", lambda: g.unregister_cuda_shared_memory())
     gtry("cuda unregister one", lambda: g.unregister_cuda_shared_memory("zz"))
     show("cuda status", http("GET", "/v2/cudasharedmemory/status"))
     show("cuda status one", http("GET", "/v2/cudasharedmemory/region/zz/status"))
-    import base64
-    show("cuda register", http("POST", "/v2/cudasharedmemory/region/c/register", {"raw_handle": {"b64": base64.b64encode(b"\0"*64).decode()}, "device_id": 0, "byte_size": 64}))
+    show(
+        "cuda register",
+        http(
+            "POST",
+            "/v2/cudasharedmemory/region/c/register",
+            {"raw_handle": {"b64": base64.b64encode(b"\0" * 64).decode()}, "device_id": 0, "byte_size": 64},
+        ),
+    )
     show("cuda unregister", http("POST", "/v2/cudasharedmemory/unregister"))
     show("cuda unregister one", http("POST", "/v2/cudasharedmemory/region/zz/unregister"))
     # deleted by client: unlink then infer
     shm.destroy_shared_memory_region(ins)  # unlinks /in (server keeps mapping)
-    show("infer after unlink", infer({"shared_memory_region": "in", "shared_memory_byte_size": 64}, {"shared_memory_region": "out", "shared_memory_byte_size": 64}))
+    show(
+        "infer after unlink",
+        infer(
+            {"shared_memory_region": "in", "shared_memory_byte_size": 64},
+            {"shared_memory_region": "out", "shared_memory_byte_size": 64},
+        ),
+    )
     show("unregister unknown", http("POST", "/v2/systemsharedmemory/region/zz/unregister"))
     show("unregister in", http("POST", "/v2/systemsharedmemory/region/in/unregister"))
     show("unregister in again", http("POST", "/v2/systemsharedmemory/region/in/unregister"))
-    show("register after unlink", http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}))
+    show(
+        "register after unlink",
+        http("POST", "/v2/systemsharedmemory/region/in/register", {"key": f"/{P}_in", "offset": 0, "byte_size": 64}),
+    )
     show("unregister all", http("POST", "/v2/systemsharedmemory/unregister"))
     show("status after", http("GET", "/v2/systemsharedmemory/status"))
     for h in (outs, small, bs):
@@ -190,14 +359,18 @@ def main() -> int:
     for target in (args.triton, args.tritium):
         prefix = f"cmp{uuid.uuid4().hex[:8]}"
         http_url, grpc_url = target.split(",")
-        answers.append([(label, str(result).replace(prefix, "<key>")) for label, result in probe(http_url, grpc_url, prefix)])
+        answers.append(
+            [(label, str(result).replace(prefix, "<key>")) for label, result in probe(http_url, grpc_url, prefix)]
+        )
     unexpected = 0
     for (label, triton), (_, tritium) in zip(*answers):
         if triton == tritium:
             continue
         known = KNOWN.get(label)
         unexpected += known is None
-        print(f"{'KNOWN' if known else 'DIFF '} {label}{': ' + known if known else ''}\n  triton:  {triton}\n  tritium: {tritium}")
+        print(
+            f"{'KNOWN' if known else 'DIFF '} {label}{': ' + known if known else ''}\n  triton:  {triton}\n  tritium: {tritium}"
+        )
     print(f"{len(answers[0])} cases, {unexpected} unexpected differences")
     return 1 if unexpected else 0
 

@@ -448,9 +448,7 @@ def _bls_inputs(target_model: str) -> list[tuple[str, str, list[int], list[Any]]
 for _bls in ("bls_sync", "bls_async"):
     case(f"http {_bls} add_sub")(lambda t, m=_bls: _http_infer(t, m, _json_inputs(_bls_inputs("add_sub"))))
     case(f"grpc {_bls} add_sub")(lambda t, m=_bls: _grpc_infer(t, m, _bls_inputs("add_sub")))
-    case(f"http {_bls} missing model")(
-        lambda t, m=_bls: _http_infer(t, m, _json_inputs(_bls_inputs("does_not_exist")))
-    )
+    case(f"http {_bls} missing model")(lambda t, m=_bls: _http_infer(t, m, _json_inputs(_bls_inputs("does_not_exist"))))
     case(f"grpc {_bls} missing model")(lambda t, m=_bls: _grpc_infer(t, m, _bls_inputs("does_not_exist")))
     # square_int32 is decoupled and its input is not INPUT0/INPUT1: two mistakes in one call
     case(f"grpc {_bls} calls a decoupled model without decoupled=True")(
@@ -502,7 +500,9 @@ def _args_params(result: dict[str, Any], http: bool) -> dict[str, Any]:
 
 @case("http args_params")
 def _(t: Target) -> Any:
-    return _args_params(_http_infer(t, "args_params", [_json_input("INPUT0", "INT32", [1], [7])], parameters=PARAMS), True)
+    return _args_params(
+        _http_infer(t, "args_params", [_json_input("INPUT0", "INT32", [1], [7])], parameters=PARAMS), True
+    )
 
 
 @case("grpc args_params")

@@ -78,9 +78,13 @@ def build_repository(root: Path, kind: str, device: int) -> Path:
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 16]) for n in ("INPUT0", "INPUT1")]
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 16]) for n in ("OUTPUT0", "OUTPUT1")]
     graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
-         helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
-        "add_sub", inputs, outputs,
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ],
+        "add_sub",
+        inputs,
+        outputs,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8  # readable by every onnxruntime >= 1.10
@@ -143,9 +147,16 @@ class Server:
 
     def start(self, timeout: float = 180.0) -> None:
         cmd = [
-            sys.executable, "-m", "tritium", f"--model-repository={self.repo}",
-            f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}", f"--metrics-port={self.metrics_port}",
-            "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
+            sys.executable,
+            "-m",
+            "tritium",
+            f"--model-repository={self.repo}",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
         ]
         env = dict(os.environ, LD_LIBRARY_PATH=nvidia_library_path())
         with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
@@ -229,13 +240,18 @@ def run_protocol(protocol: str, server: Server, device: int) -> None:
         got0 = cudashm.get_contents_as_numpy(handles["out0"], np.float32, SHAPE)
         got1 = cudashm.get_contents_as_numpy(handles["out1"], np.float32, SHAPE)
         ok = np.allclose(got0, in0 + in1, rtol=1e-5, atol=1e-6) and np.allclose(got1, in0 - in1, rtol=1e-5, atol=1e-6)
-        check(f"{p} inputs and outputs in CUDA regions", bool(ok),
-              "" if ok else f"max error {np.abs(got0 - (in0 + in1)).max()}, {np.abs(got1 - (in0 - in1)).max()}")
+        check(
+            f"{p} inputs and outputs in CUDA regions",
+            bool(ok),
+            "" if ok else f"max error {np.abs(got0 - (in0 + in1)).max()}, {np.abs(got1 - (in0 - in1)).max()}",
+        )
 
         result = client.infer("add_sub", inputs(), outputs=[module.InferRequestedOutput("OUTPUT0")])
         got = result.as_numpy("OUTPUT0")
-        check(f"{p} input in a CUDA region, output in the response",
-              got is not None and np.allclose(got, in0 + in1, rtol=1e-5, atol=1e-6))
+        check(
+            f"{p} input in a CUDA region, output in the response",
+            got is not None and np.allclose(got, in0 + in1, rtol=1e-5, atol=1e-6),
+        )
 
         try:
             client.infer("add_sub", inputs(offset1=NBYTES + 16), outputs=outputs)
@@ -248,8 +264,10 @@ def run_protocol(protocol: str, server: Server, device: int) -> None:
         cudashm.set_shared_memory_region(handles["in"], [in0b, in1])
         client.infer("add_sub", inputs(), outputs=outputs)
         got0 = cudashm.get_contents_as_numpy(handles["out0"], np.float32, SHAPE)
-        check(f"{p} serves again after the error (new input bytes)",
-              bool(np.allclose(got0, in0b + in1, rtol=1e-5, atol=1e-6)))
+        check(
+            f"{p} serves again after the error (new input bytes)",
+            bool(np.allclose(got0, in0b + in1, rtol=1e-5, atol=1e-6)),
+        )
 
         client.unregister_cuda_shared_memory()
         status = client.get_cuda_shared_memory_status()
@@ -268,10 +286,17 @@ def run_protocol(protocol: str, server: Server, device: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", type=int, default=0, help="GPU for the regions and the model (default 0)")
-    parser.add_argument("--kind", choices=["gpu", "cpu"], default="gpu",
-                        help="the model's instance kind (default gpu: KIND_GPU with the CUDA execution provider)")
-    parser.add_argument("--require-gpu-ep", action="store_true",
-                        help="fail when onnxruntime cannot run the model with the CUDA execution provider")
+    parser.add_argument(
+        "--kind",
+        choices=["gpu", "cpu"],
+        default="gpu",
+        help="the model's instance kind (default gpu: KIND_GPU with the CUDA execution provider)",
+    )
+    parser.add_argument(
+        "--require-gpu-ep",
+        action="store_true",
+        help="fail when onnxruntime cannot run the model with the CUDA execution provider",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (model repository, log)")
     args = parser.parse_args()
     started = time.monotonic()
@@ -279,8 +304,11 @@ def main() -> int:
     try:
         import tritonclient.utils.cuda_shared_memory  # noqa: F401
     except Exception as exc:  # noqa: BLE001
-        check("tritonclient.utils.cuda_shared_memory imports", False,
-              f"{type(exc).__name__}: {exc} (needs cuda-python<13 and setuptools<81)")
+        check(
+            "tritonclient.utils.cuda_shared_memory imports",
+            False,
+            f"{type(exc).__name__}: {exc} (needs cuda-python<13 and setuptools<81)",
+        )
         print("FAIL")
         return 1
     from tritium.core.memory.cuda import cuda_unavailable_reason

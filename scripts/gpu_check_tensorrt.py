@@ -41,8 +41,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,10 @@ def build_plan(onnx_path: Path, plan_path: Path) -> None:
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_path.read_bytes()):
-        raise RuntimeError("TensorRT could not parse the ONNX file: " + "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors)))
+        raise RuntimeError(
+            "TensorRT could not parse the ONNX file: "
+            + "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        )
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 30)
     profile = builder.create_optimization_profile()
@@ -82,12 +86,26 @@ def build_plan(onnx_path: Path, plan_path: Path) -> None:
 
 def write_repository(work: Path, device: int) -> Path:
     repo = work / "models"
-    subprocess.run([sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", "efficientnet_lite0_onnx",
-                    "--output", str(work / "built"), "--images", str(work / "images")], check=True, timeout=900)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            "efficientnet_lite0_onnx",
+            "--output",
+            str(work / "built"),
+            "--images",
+            str(work / "images"),
+        ],
+        check=True,
+        timeout=900,
+    )
     onnx_path = work / "built" / "efficientnet_lite0_onnx" / "1" / "model.onnx"
     group = f"instance_group [ {{ count: 1 kind: KIND_GPU gpus: [ {device} ] }} ]\n"
-    io = ('input [ { name: "input" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n'
-          'output [ { name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n')
+    io = (
+        'input [ { name: "input" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] } ]\n'
+        'output [ { name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n'
+    )
     batching = "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
     (repo / "efficientnet_trt" / "1").mkdir(parents=True)
     start = time.monotonic()
@@ -95,15 +113,19 @@ def write_repository(work: Path, device: int) -> Path:
     check("TensorRT builds a plan from EfficientNet-Lite0's ONNX", True, f"{time.monotonic() - start:.0f} s")
     # inputs, outputs, max_batch_size and dynamic_batching come from the engine (auto-complete)
     (repo / "efficientnet_trt" / "config.pbtxt").write_text('platform: "tensorrt_plan"\n' + group)
-    trt_ep = ('optimization { execution_accelerators { gpu_execution_accelerator : [ { name : "tensorrt"\n'
-              '  parameters { key: "precision_mode" value: "FP32" }\n'
-              '  parameters { key: "max_workspace_size_bytes" value: "1073741824" }\n'
-              f'  parameters {{ key: "trt_engine_cache_enable" value: "true" }}\n'
-              f'  parameters {{ key: "trt_engine_cache_path" value: "{work / "trt_cache"}" }} }} ] }} }}\n')
+    trt_ep = (
+        'optimization { execution_accelerators { gpu_execution_accelerator : [ { name : "tensorrt"\n'
+        '  parameters { key: "precision_mode" value: "FP32" }\n'
+        '  parameters { key: "max_workspace_size_bytes" value: "1073741824" }\n'
+        f'  parameters {{ key: "trt_engine_cache_enable" value: "true" }}\n'
+        f'  parameters {{ key: "trt_engine_cache_path" value: "{work / "trt_cache"}" }} }} ] }} }}\n'
+    )
     for name, extra in (("efficientnet_ort_cuda", ""), ("efficientnet_ort_trt", trt_ep)):
         (repo / name / "1").mkdir(parents=True)
         shutil.copyfile(onnx_path, repo / name / "1" / "model.onnx")
-        (repo / name / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + io + group + batching + extra)
+        (repo / name / "config.pbtxt").write_text(
+            'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + io + group + batching + extra
+        )
     return repo
 
 
@@ -175,7 +197,9 @@ def in_process_runner(repo: Path, model: str, device: int, x: np.ndarray) -> Cal
             def output_buffer(self, *args: Any) -> Any:
                 raise NotImplementedError
 
-        return lambda: module.TRITONBACKEND_ModelInstanceExecute(instance, [Request("", 0, 0, {}, {"input": x}, [], Sink())])
+        return lambda: module.TRITONBACKEND_ModelInstanceExecute(
+            instance, [Request("", 0, 0, {}, {"input": x}, [], Sink())]
+        )
     import onnxruntime as ort
 
     providers: list[Any] = [("CUDAExecutionProvider", {"device_id": str(device)}), "CPUExecutionProvider"]
@@ -193,10 +217,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     started = time.monotonic()
-    from tests.support.server import ServerProcess
-
     import image_client
     import onnxruntime as ort
+
+    from tests.support.server import ServerProcess
 
     work = Path(tempfile.mkdtemp(prefix="tritium-gpu-check-trt-"))
     server = None
@@ -204,7 +228,9 @@ def main() -> int:
         repo = write_repository(work, args.device)
         img = image_client.load_image(work / "images" / "coffee.jpg")
         coffee = image_client.preprocess(img, "FORMAT_NCHW", "FP32", 3, 224, 224, "INCEPTION")[np.newaxis]
-        cpu = ort.InferenceSession(str(repo / "efficientnet_ort_cuda" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
+        cpu = ort.InferenceSession(
+            str(repo / "efficientnet_ort_cuda" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
+        )
         expected = cpu.run(["logits"], {"input": coffee})[0]
         top5 = list(np.argsort(-expected[0])[:5])
         check("onnxruntime on the CPU names espresso first", top5[0] == 967, f"top-5 {top5}")
@@ -219,18 +245,26 @@ def main() -> int:
                 logits = _infer(url, protocol, model, coffee)
                 got = list(np.argsort(-logits[0])[:5])
                 diff = float(np.max(np.abs(logits - expected)))
-                check(f"[{protocol}] {model}: top-5 equals onnxruntime on the CPU", got == top5 and diff < 0.05,
-                      f"top-5 {got}, max logit diff {diff:.4f}")
+                check(
+                    f"[{protocol}] {model}: top-5 equals onnxruntime on the CPU",
+                    got == top5 and diff < 0.05,
+                    f"top-5 {got}, max logit diff {diff:.4f}",
+                )
             batch = np.concatenate([coffee, np.zeros_like(coffee), coffee])
             logits = _infer(server.grpc_url, "grpc", model, batch)
-            check(f"{model}: a batch of 3 returns each row", logits.shape == (3, 1000)
-                  and int(logits[0].argmax()) == int(logits[2].argmax()) == 967)
+            check(
+                f"{model}: a batch of 3 returns each row",
+                logits.shape == (3, 1000) and int(logits[0].argmax()) == int(logits[2].argmax()) == 967,
+            )
         if args.bench:
             for model in (m for m in MODELS if ready[m]):
                 served = served_rate(server.grpc_url, model, coffee, args.seconds)
                 local = in_process_rate(in_process_runner(repo, model, args.device, coffee), args.seconds)
-                print(f"BENCH {model}: tritium {served:.1f} infer/s, in-process {local:.1f} infer/s, "
-                      f"ratio {served / local:.2f}x", flush=True)
+                print(
+                    f"BENCH {model}: tritium {served:.1f} infer/s, in-process {local:.1f} infer/s, "
+                    f"ratio {served / local:.2f}x",
+                    flush=True,
+                )
         check("tritium still running", server.proc is not None and server.proc.poll() is None)
     except Exception as exc:  # noqa: BLE001 - report and fail
         check("ran to the end", False, f"{type(exc).__name__}: {exc}")

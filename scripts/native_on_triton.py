@@ -37,23 +37,39 @@ from tests.support.server import free_port  # noqa: E402
 EXAMPLES = ROOT / "examples" / "native_backends"
 MODELS = {
     # model: (backend, config body, source)
-    "identity": ("c_identity", """max_batch_size: 8
+    "identity": (
+        "c_identity",
+        """max_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_STRING dims: [ 2 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_STRING dims: [ 2 ] } ]
-""", EXAMPLES / "identity" / "identity.c"),
-    "repeat": ("c_repeat", """max_batch_size: 0
+""",
+        EXAMPLES / "identity" / "identity.c",
+    ),
+    "repeat": (
+        "c_repeat",
+        """max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "IDX" data_type: TYPE_UINT32 dims: [ 1 ] } ]
-""", EXAMPLES / "repeat" / "repeat.c"),
-    "accumulate": ("c_accumulate", """max_batch_size: 0
+""",
+        EXAMPLES / "repeat" / "repeat.c",
+    ),
+    "accumulate": (
+        "c_accumulate",
+        """max_batch_size: 0
 input [ { name: "INPUT" data_type: TYPE_INT64 dims: [ -1 ] } ]
 output [ { name: "TOTAL" data_type: TYPE_INT64 dims: [ 1 ] } ]
-""", EXAMPLES / "accumulate" / "accumulate.c"),
-    "misbehave": ("misbehave", """max_batch_size: 0
+""",
+        EXAMPLES / "accumulate" / "accumulate.c",
+    ),
+    "misbehave": (
+        "misbehave",
+        """max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
-""", ROOT / "tests" / "integration" / "native_backends" / "misbehave.c"),
+""",
+        ROOT / "tests" / "integration" / "native_backends" / "misbehave.c",
+    ),
 }
 
 
@@ -64,8 +80,22 @@ def build(repo: Path, include: Path) -> None:
     for model, (backend, config, source) in MODELS.items():
         (repo / model / "1").mkdir(parents=True)
         (repo / model / "config.pbtxt").write_text(f'backend: "{backend}"\n{config}')
-        subprocess.run([cxx, "-x", "c++", "-shared", "-fPIC", "-O2", "-pthread", f"-I{include}", str(source),
-                        "-o", str(repo / model / f"libtriton_{backend}.so")], check=True)
+        subprocess.run(
+            [
+                cxx,
+                "-x",
+                "c++",
+                "-shared",
+                "-fPIC",
+                "-O2",
+                "-pthread",
+                f"-I{include}",
+                str(source),
+                "-o",
+                str(repo / model / f"libtriton_{backend}.so"),
+            ],
+            check=True,
+        )
 
 
 def check(http_url: str, grpc_url: str) -> list[tuple[str, object, object]]:
@@ -77,13 +107,19 @@ def check(http_url: str, grpc_url: str) -> list[tuple[str, object, object]]:
     b = httpclient.InferInput("INPUT1", [2, 2], "BYTES")
     b.set_data_from_numpy(np.array([[b"hello", b""], [b"\x00bin\xff", "µ".encode()]], dtype=np.object_))
     result = client.infer("identity", [a, b])
-    results.append(("identity", [result.as_numpy("OUTPUT0").tolist(), result.as_numpy("OUTPUT1").tolist()],
-                    [[[0.0, 0.25, 0.5, 0.75], [1.0, 1.25, 1.5, 1.75]], [[b"hello", b""], [b"\x00bin\xff", "µ".encode()]]]))
+    results.append(
+        (
+            "identity",
+            [result.as_numpy("OUTPUT0").tolist(), result.as_numpy("OUTPUT1").tolist()],
+            [[[0.0, 0.25, 0.5, 0.75], [1.0, 1.25, 1.5, 1.75]], [[b"hello", b""], [b"\x00bin\xff", "µ".encode()]]],
+        )
+    )
     x = httpclient.InferInput("INPUT", [3], "INT64")
     x.set_data_from_numpy(np.array([1, 2, 3], np.int64))
     result = client.infer("accumulate", [x])
-    results.append(("accumulate", [result.as_numpy("TOTAL").tolist(), result.get_response()["parameters"]],
-                    [[6], {"requests": 1}]))
+    results.append(
+        ("accumulate", [result.as_numpy("TOTAL").tolist(), result.get_response()["parameters"]], [[6], {"requests": 1}])
+    )
     client.close()
     for value, expected in ((4, (400, {"error": "native says no"})), (5, (501, {"error": "not this one"}))):
         conn = http.client.HTTPConnection(http_url, timeout=60)
@@ -116,8 +152,9 @@ def check(http_url: str, grpc_url: str) -> list[tuple[str, object, object]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--triton-venv", type=Path, default=ROOT / "benchmarks" / ".triton-venv")
-    parser.add_argument("--triton-include", type=Path, required=True,
-                        help="folder holding Triton's triton/core/tritonbackend.h")
+    parser.add_argument(
+        "--triton-include", type=Path, required=True, help="folder holding Triton's triton/core/tritonbackend.h"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tritium-native-on-triton-") as tmp:
         repo = Path(tmp) / "models"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import pytest
 

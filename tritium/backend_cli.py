@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["main", "generate"]
 
@@ -42,7 +42,7 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
         request.respond({{"OUTPUT0": out}})
 '''
 
-_C_BACKEND = '''/* The {name} backend: OUTPUT0 = 2 * INPUT0 (FP32). Build: ./build.sh */
+_C_BACKEND = """/* The {name} backend: OUTPUT0 = 2 * INPUT0 (FP32). Build: ./build.sh */
 #include <string.h>
 
 #include "triton/core/tritonbackend.h"
@@ -111,21 +111,21 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   }}
   return NULL;
 }}
-'''
+"""
 
-_BUILD_SH = '''#!/bin/sh
+_BUILD_SH = """#!/bin/sh
 # Build libtriton_{name}.so next to this script (needs a C compiler and tritium installed).
 set -e
 cd "$(dirname "$0")"
 INCLUDE=$("${{PYTHON:-python3}}" -m tritium.config_cli --include)
 "${{CC:-cc}}" -shared -fPIC -O2 -I"$INCLUDE" {name}.c -o libtriton_{name}.so
-'''
+"""
 
-_CONFIG = '''backend: "{name}"
+_CONFIG = """backend: "{name}"
 max_batch_size: 0
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
-'''
+"""
 
 _TEST = '''"""Black-box test of the {name} backend: serve it with tritium-server, check exact values."""
 
@@ -200,7 +200,7 @@ def test_output_is_twice_the_input(server, protocol):
     client.close()
 '''
 
-_README = '''# The `{name}` backend for tritium ({language})
+_README = """# The `{name}` backend for tritium ({language})
 
 A model whose config says `backend: "{name}"` is served by this backend:
 `OUTPUT0 = 2 * INPUT0` (FP32). Replace the computation with yours.
@@ -217,7 +217,7 @@ model's folder, or its version folder), then
 `tritium-server --model-repository=models --backend-directory=<backend directory>`.
 See docs/backend_developer_guide.md in tritium for the API, the process model
 and the ownership rules.
-'''
+"""
 
 
 def generate(name: str, language: str, directory: Path) -> Path:
@@ -279,8 +279,11 @@ def next_steps(folder: Path, name: str, language: str) -> str:
     Serving needs no copy: the backend folder is ``<backend directory>/<name>/``
     for a backend directory that is the folder above it.
     """
-    files = sorted(p.relative_to(folder).as_posix() + ("" if p.is_file() else "/")
-                   for p in folder.rglob("*") if p.is_file() or not any(p.iterdir()))
+    files = sorted(
+        p.relative_to(folder).as_posix() + ("" if p.is_file() else "/")
+        for p in folder.rglob("*")
+        if p.is_file() or not any(p.iterdir())
+    )
     library = f"libtriton_{name}.py" if language == "python" else f"libtriton_{name}.so"
     build = f"./build.sh   # build: -> {library}" if language == "c" else "# build: nothing to build (a Python backend)"
     lines = [f"wrote {folder}/ (a {language} backend: OUTPUT0 = 2 * INPUT0):"]

@@ -15,7 +15,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .cli_network import add_network_flags, network_settings
@@ -104,8 +105,15 @@ def _backend_config(text: str) -> tuple[str, str, str]:
 
 #: API groups Triton's restricted-API options accept
 RESTRICTABLE = (
-    "health", "metadata", "inference", "shared-memory", "model-config",
-    "model-repository", "statistics", "trace", "logging",
+    "health",
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
 )
 
 
@@ -134,6 +142,8 @@ def _restrictions(parser: argparse.ArgumentParser, flag: str, items: list[tuple[
                 parser.error(f"{flag}: api '{api}' can only be restricted once")
             out[api] = (key, value)
     return out
+
+
 def _metrics_config(text: str) -> tuple[str, str]:
     key, eq, value = text.partition("=")
     if not eq or not key:
@@ -208,72 +218,121 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         formatter_class=_HelpFormatter,
     )
-    p.add_argument("--version", action=_Version, help="print the version and the backends and endpoints of this server, then exit")
     p.add_argument(
-        "--model-repository", "--model-store", dest="model_repository", action="append", default=[],
-        metavar="PATH", help="model repository folder (repeatable)",
+        "--version", action=_Version, help="print the version and the backends and endpoints of this server, then exit"
     )
     p.add_argument(
-        "--backend-directory", metavar="PATH",
+        "--model-repository",
+        "--model-store",
+        dest="model_repository",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="model repository folder (repeatable)",
+    )
+    p.add_argument(
+        "--backend-directory",
+        metavar="PATH",
         help="global backend directory (default: the backends/ folder of this installation)",
     )
     p.add_argument(
-        "--backend-config", action="append", type=_backend_config, default=[],
-        metavar="<backend>,<setting>=<value>", help="a setting given to a backend (repeatable)",
+        "--backend-config",
+        action="append",
+        type=_backend_config,
+        default=[],
+        metavar="<backend>,<setting>=<value>",
+        help="a setting given to a backend (repeatable)",
     )
     p.add_argument(
-        "--rate-limit", type=str.lower, choices=["off", "execution_count"], default="off",
+        "--rate-limit",
+        type=str.lower,
+        choices=["off", "execution_count"],
+        default="off",
         help="rate limiter mode: 'execution_count' applies the instance groups' rate_limiter sections",
     )
     p.add_argument(
-        "--rate-limit-resource", action="append", type=_rate_limit_resource, default=[],
-        metavar="<name>:<count>[:<device>]", help="count of a rate-limiter resource (repeatable)",
+        "--rate-limit-resource",
+        action="append",
+        type=_rate_limit_resource,
+        default=[],
+        metavar="<name>:<count>[:<device>]",
+        help="count of a rate-limiter resource (repeatable)",
     )
     p.add_argument(
-        "--disable-auto-complete-config", action="store_true",
+        "--disable-auto-complete-config",
+        action="store_true",
         help="backends do not complete model configs (a model then needs a full config.pbtxt)",
     )
     p.add_argument("--strict-model-config", type=_bool, metavar="BOOL", help="true = --disable-auto-complete-config")
     p.add_argument(
-        "--strict-readiness", type=_bool, default=True, metavar="BOOL",
+        "--strict-readiness",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
         help="ready only while every loaded model is ready",
     )
     p.add_argument(
-        "--exit-on-error", type=_bool, default=True, metavar="BOOL",
+        "--exit-on-error",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
         help="exit when a model fails to load at start-up",
     )
     p.add_argument(
-        "--exit-timeout-secs", type=int, default=30, metavar="SECONDS",
+        "--exit-timeout-secs",
+        type=int,
+        default=30,
+        metavar="SECONDS",
         help="how long shutdown waits for in-flight requests",
     )
     p.add_argument(
-        "--model-control-mode", choices=["none", "poll", "explicit"], default="none",
+        "--model-control-mode",
+        choices=["none", "poll", "explicit"],
+        default="none",
         help="none: load every model at start-up; poll: also follow repository changes; "
         "explicit: load and unload on request",
     )
     p.add_argument(
-        "--load-model", action="append", default=[], metavar="NAME",
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
         help="explicit mode: a model to load at start-up (repeatable; '*' = every model)",
     )
     p.add_argument(
-        "--repository-poll-secs", type=int, default=15, metavar="SECONDS",
+        "--repository-poll-secs",
+        type=int,
+        default=15,
+        metavar="SECONDS",
         help="poll mode: seconds between repository polls (0: never)",
     )
     p.add_argument(
-        "--model-load-allow-file-override", type=_bool, default=False, metavar="BOOL",
+        "--model-load-allow-file-override",
+        type=_bool,
+        default=False,
+        metavar="BOOL",
         help="tritium: accept 'file:' model files in load requests (runs uploaded code; off by default)",
     )
     p.add_argument(
-        "--model-cache-directory", metavar="PATH",
+        "--model-cache-directory",
+        metavar="PATH",
         help="tritium: folder for downloads of remote repositories and 'file:' uploads",
     )
     p.add_argument(
-        "--http-restricted-api", action="append", type=_restricted, default=[],
-        metavar="<api-list>:<header>=<value>", help="APIs that need the header (repeatable)",
+        "--http-restricted-api",
+        action="append",
+        type=_restricted,
+        default=[],
+        metavar="<api-list>:<header>=<value>",
+        help="APIs that need the header (repeatable)",
     )
     p.add_argument(
-        "--grpc-restricted-protocol", action="append", type=_restricted, default=[],
-        metavar="<protocol-list>:<header>=<value>", help="gRPC protocols that need the header (repeatable)",
+        "--grpc-restricted-protocol",
+        action="append",
+        type=_restricted,
+        default=[],
+        metavar="<protocol-list>:<header>=<value>",
+        help="gRPC protocols that need the header (repeatable)",
     )
     p.add_argument("--model-load-thread-count", type=int, default=4, metavar="N", help="models loaded at once")
     p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL", help="> 0 logs verbose (debug) lines")
@@ -282,54 +341,86 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-error", type=_bool, default=True, metavar="BOOL", help="log errors")
     p.add_argument("--log-file", default="", metavar="PATH", help="write the log to this file instead of stderr")
     p.add_argument(
-        "--log-format", choices=["default", "ISO8601", "json"], default=None, metavar="FORMAT",
+        "--log-format",
+        choices=["default", "ISO8601", "json"],
+        default=None,
+        metavar="FORMAT",
         help="log line format: default (Triton's glog lines), ISO8601, or json (tritium's: one object a line)",
     )
     p.add_argument(
-        "--trace-config", action="append", default=[], metavar="[<mode>,]<setting>=<value>",
+        "--trace-config",
+        action="append",
+        default=[],
+        metavar="[<mode>,]<setting>=<value>",
         help="trace setting (repeatable): level=TIMESTAMPS, rate=N, count=N, log_frequency=N, "
         "mode=triton|opentelemetry, triton,file=PATH, opentelemetry,url=URL",
     )
     p.add_argument("--trace-file", metavar="PATH", help="deprecated form of --trace-config triton,file=PATH")
-    p.add_argument("--trace-level", action="append", default=[], metavar="LEVEL", help="deprecated form of --trace-config level=LEVEL")
+    p.add_argument(
+        "--trace-level",
+        action="append",
+        default=[],
+        metavar="LEVEL",
+        help="deprecated form of --trace-config level=LEVEL",
+    )
     p.add_argument("--trace-rate", metavar="N", help="deprecated form of --trace-config rate=N")
     p.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL", help="report CPU metrics")
     p.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL", help="report GPU metrics (NVML)")
     p.add_argument(
-        "--metrics-interval-ms", type=int, default=2000, metavar="MS",
+        "--metrics-interval-ms",
+        type=int,
+        default=2000,
+        metavar="MS",
         help="how often the CPU and GPU metrics are sampled, milliseconds",
     )
     p.add_argument(
-        "--metrics-config", action="append", type=_metrics_config, default=[], metavar="<setting>=<value>",
+        "--metrics-config",
+        action="append",
+        type=_metrics_config,
+        default=[],
+        metavar="<setting>=<value>",
         help="metrics setting (repeatable): summary_latencies=true, summary_quantiles=0.5:0.05,0.9:0.01, "
         "histogram_latencies=true",
     )
-    for proto, port, what in (("http", 8000, "the HTTP/REST endpoint"), ("grpc", 8001, "the gRPC endpoint"),
-                              ("metrics", 8002, "the Prometheus metrics endpoint")):
+    for proto, port, what in (
+        ("http", 8000, "the HTTP/REST endpoint"),
+        ("grpc", 8001, "the gRPC endpoint"),
+        ("metrics", 8002, "the Prometheus metrics endpoint"),
+    ):
         p.add_argument(f"--allow-{proto}", type=_bool, default=True, metavar="BOOL", help=f"serve {what}")
         p.add_argument(f"--{proto}-port", type=_port, default=port, metavar="PORT", help=f"port of {what}")
         p.add_argument(f"--{proto}-address", default="0.0.0.0", metavar="ADDRESS", help=f"address {what} binds")
     p.add_argument(
-        "--openai-port", type=_port, metavar="PORT",
+        "--openai-port",
+        type=_port,
+        metavar="PORT",
         help="tritium: serve the OpenAI-compatible endpoint (the 'openai' plugin) on this port (default: "
         "off, or as plugins.toml says)",
     )
     p.add_argument(
-        "--openai-address", metavar="ADDRESS",
+        "--openai-address",
+        metavar="ADDRESS",
         help="tritium: address the OpenAI-compatible endpoint binds (enables it too; default port 9000)",
     )
     p.add_argument(
-        "--cache-config", action="append", type=_cache_config, default=[],
+        "--cache-config",
+        action="append",
+        type=_cache_config,
+        default=[],
         metavar="<cache>,<setting>=<value>",
         help="the response cache: local,size=<bytes> or redis,host=<host>,port=<port> (repeatable)",
     )
     p.add_argument(
-        "--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES, metavar="BYTES",
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="BYTES",
         help="tritium: the largest request body accepted over HTTP and gRPC (default 512 MiB)",
     )
     add_network_flags(p, _bool)
     p.add_argument(
-        "--arena-dir", metavar="PATH",
+        "--arena-dir",
+        metavar="PATH",
         help="tritium: place shared-memory arena segments in this folder (file-backed) instead of memory",
     )
     for flag in NOT_YET:
@@ -474,7 +565,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     options, args = parse_args(argv)
     try:
         LogManager(
-            args.log_file, args.log_info, args.log_warning, args.log_error, options.log_verbose,
+            args.log_file,
+            args.log_info,
+            args.log_warning,
+            args.log_error,
+            options.log_verbose,
             args.log_format or "default",
         ).install()
     except TritonError as exc:

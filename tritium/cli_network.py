@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .core.network import DEFAULT_MAX_JSON_BYTES, NetworkSettings, TlsFiles
 
@@ -28,11 +29,17 @@ _GRPC_KEEPALIVE = {
 def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]) -> None:
     """Add the flags to ``p`` (``to_bool`` reads Triton's boolean values)."""
     p.add_argument(
-        "--max-inflight-request-bytes", type=int, default=0, metavar="BYTES",
+        "--max-inflight-request-bytes",
+        type=int,
+        default=0,
+        metavar="BYTES",
         help="tritium: bytes of HTTP request bodies held at once; more get 503 (default 4 x --max-request-bytes)",
     )
     p.add_argument(
-        "--max-json-request-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES, metavar="BYTES",
+        "--max-json-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_JSON_BYTES,
+        metavar="BYTES",
         help="tritium: the largest JSON part of an HTTP inference request; more is 413 (default 32 MiB)",
     )
     for flag, default, what in (
@@ -40,32 +47,60 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
         ("--http-body-timeout-secs", 60.0, "a request body or an unread response may stall this long"),
         ("--http-idle-timeout-secs", 300.0, "a keep-alive connection may wait this long for its next request"),
     ):
-        p.add_argument(flag, type=float, default=default, metavar="SECONDS", help=f"tritium: {what} (default {default:g})")
+        p.add_argument(
+            flag, type=float, default=default, metavar="SECONDS", help=f"tritium: {what} (default {default:g})"
+        )
     for flag, (_arg, default) in _GRPC_KEEPALIVE.items():
-        p.add_argument(flag, type=int, default=default, metavar="INT", help=f"gRPC channel argument (default {default})")
+        p.add_argument(
+            flag, type=int, default=default, metavar="INT", help=f"gRPC channel argument (default {default})"
+        )
     p.add_argument(
-        "--grpc-keepalive-permit-without-calls", type=to_bool, default=False, metavar="BOOL",
+        "--grpc-keepalive-permit-without-calls",
+        type=to_bool,
+        default=False,
+        metavar="BOOL",
         help="allow keepalive pings on connections without calls (default false)",
     )
     p.add_argument(
-        "--grpc-max-connection-idle-secs", type=float, default=3600.0, metavar="SECONDS",
+        "--grpc-max-connection-idle-secs",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
         help="tritium: a gRPC connection with no call for this long is closed with GOAWAY (0 = never)",
     )
     p.add_argument(
-        "--worker-ping-interval-secs", type=float, default=5.0, metavar="SECONDS",
+        "--worker-ping-interval-secs",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
         help="tritium: how often each worker process is health-checked, idle or executing (default 5)",
     )
     p.add_argument(
-        "--worker-ping-timeout-secs", type=float, default=10.0, metavar="SECONDS",
+        "--worker-ping-timeout-secs",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
         help="tritium: a worker that does not answer a health check this long is killed and restarted (default 10)",
     )
     for endpoint in ("grpc", "http"):
         extra = "" if endpoint == "grpc" else "tritium: "
-        p.add_argument(f"--{endpoint}-use-ssl", type=to_bool, default=False, metavar="BOOL",
-                       help=f"{extra}serve the {endpoint} endpoint over TLS")
-        p.add_argument(f"--{endpoint}-use-ssl-mutual", type=to_bool, default=False, metavar="BOOL",
-                       help=f"{extra}TLS with client certificates (checked against --{endpoint}-root-cert)")
-        p.add_argument(f"--{endpoint}-server-cert", default=None, metavar="PEM", help="the server's certificate (chain)")
+        p.add_argument(
+            f"--{endpoint}-use-ssl",
+            type=to_bool,
+            default=False,
+            metavar="BOOL",
+            help=f"{extra}serve the {endpoint} endpoint over TLS",
+        )
+        p.add_argument(
+            f"--{endpoint}-use-ssl-mutual",
+            type=to_bool,
+            default=False,
+            metavar="BOOL",
+            help=f"{extra}TLS with client certificates (checked against --{endpoint}-root-cert)",
+        )
+        p.add_argument(
+            f"--{endpoint}-server-cert", default=None, metavar="PEM", help="the server's certificate (chain)"
+        )
         p.add_argument(f"--{endpoint}-server-key", default=None, metavar="PEM", help="the server's private key")
         p.add_argument(f"--{endpoint}-root-cert", default=None, metavar="PEM", help="the CA of client certificates")
 
@@ -92,8 +127,14 @@ def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSetti
     for flag in ("--grpc-max-connection-idle-secs", "--max-inflight-request-bytes"):
         if getattr(args, flag[2:].replace("-", "_")) < 0:
             parser.error(f"{flag} must be >= 0")
-    for flag in ("--max-json-request-bytes", "--worker-ping-interval-secs", "--worker-ping-timeout-secs",
-                 "--http-header-timeout-secs", "--http-body-timeout-secs", "--http-idle-timeout-secs"):
+    for flag in (
+        "--max-json-request-bytes",
+        "--worker-ping-interval-secs",
+        "--worker-ping-timeout-secs",
+        "--http-header-timeout-secs",
+        "--http-body-timeout-secs",
+        "--http-idle-timeout-secs",
+    ):
         if getattr(args, flag[2:].replace("-", "_")) <= 0:
             parser.error(f"{flag} must be > 0")
     channel = {arg: int(getattr(args, flag[2:].replace("-", "_"))) for flag, (arg, _d) in _GRPC_KEEPALIVE.items()}

@@ -99,15 +99,18 @@ def perf_analyzer_command() -> tuple[list[str], dict[str, str]]:
     if not binary.exists():
         found = shutil.which("perf_analyzer")
         if not found:
-            raise PerfAnalyzerError("perf_analyzer not found: pip install 'tritonclient[http,grpc]==2.51.0' "
-                                    "(or pip install 'tritium[analyzer]')")
+            raise PerfAnalyzerError(
+                "perf_analyzer not found: pip install 'tritonclient[http,grpc]==2.51.0' "
+                "(or pip install 'tritium[analyzer]')"
+            )
         binary = Path(found)
     if sys.platform.startswith("linux") and not _LIBB64.exists():
         raise PerfAnalyzerError("perf_analyzer needs libb64.so.0d: apt-get install libb64-0d")
     lib = _cudart_dir()
     if lib is None:
-        raise PerfAnalyzerError("perf_analyzer needs libcudart.so.12, even without a GPU: "
-                                "pip install nvidia-cuda-runtime-cu12")
+        raise PerfAnalyzerError(
+            "perf_analyzer needs libcudart.so.12, even without a GPU: pip install nvidia-cuda-runtime-cu12"
+        )
     env = dict(os.environ, LD_LIBRARY_PATH=lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
     return [str(binary)], env
 
@@ -133,8 +136,7 @@ def measure(
     """
     cmd, env = perf_analyzer_command()
     csv_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd += ["-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency),
-            "-f", str(csv_path), *args]
+    cmd += ["-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency), "-f", str(csv_path), *args]
     workers = children_of(server_pid)
     reaped0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     core0, workers0 = process_cpu_s(server_pid), sum(process_cpu_s(w) for w in workers)
@@ -157,12 +159,17 @@ def measure(
     inferences = max(1.0, throughput * wall)  # perf_analyzer keeps the load on for its whole run
     client_s = (reaped1.ru_utime + reaped1.ru_stime) - (reaped0.ru_utime + reaped0.ru_stime)
     return Measurement(
-        concurrency, throughput, float(row["p50 latency"]), float(row["p99 latency"]),
-        (core1 - core0) / inferences * 1e6, (workers1 - workers0) / inferences * 1e6, client_s / inferences * 1e6,
+        concurrency,
+        throughput,
+        float(row["p50 latency"]),
+        float(row["p99 latency"]),
+        (core1 - core0) / inferences * 1e6,
+        (workers1 - workers0) / inferences * 1e6,
+        client_s / inferences * 1e6,
     )
 
 
-def stop_process(proc: "subprocess.Popen[bytes]", grace_s: float = 60.0) -> None:
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 60.0) -> None:
     """Stop a server this process started: SIGTERM by PID, then SIGKILL after ``grace_s`` seconds."""
     if proc.poll() is None:
         proc.terminate()

@@ -34,7 +34,8 @@ A batch of requests is one call. Runs in the worker process.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,14 @@ MODEL_FILES = {
     "lightgbm": "model.txt",
     "treelite_checkpoint": "checkpoint.tl",
 }
-_GPU_LAYOUT = ("algo", "storage_type", "threads_per_tree", "blocks_per_sm", "transfer_threshold",
-               "use_experimental_optimizations")
+_GPU_LAYOUT = (
+    "algo",
+    "storage_type",
+    "threads_per_tree",
+    "blocks_per_sm",
+    "transfer_threshold",
+    "use_experimental_optimizations",
+)
 INPUT, OUTPUT = "input__0", "output__0"
 
 
@@ -84,8 +91,12 @@ def _settings(model: Model) -> dict[str, Any]:
         ) from None
     for key in _GPU_LAYOUT:
         if model.parameter(key) is not None:
-            log.info("model '%s': parameter '%s' tunes cuML FIL's GPU layout; the CPU predictor has no such "
-                     "setting (ignored)", model.name, key)
+            log.info(
+                "model '%s': parameter '%s' tunes cuML FIL's GPU layout; the CPU predictor has no such "
+                "setting (ignored)",
+                model.name,
+                key,
+            )
     return {
         "model_type": model_type,
         "output_class": bool_parameter(model, "output_class", False),
@@ -179,10 +190,13 @@ def _check_config(model: Model) -> None:
     inputs = {str(i["name"]): i for i in model.config.get("input", [])}
     outputs = {str(o["name"]): o for o in model.config.get("output", [])}
     if int(model.config.get("max_batch_size", 0)) <= 0:
-        raise TritonError(Code.INVALID_ARG, f"unable to load model '{model.name}': the fil backend needs max_batch_size > 0")
+        raise TritonError(
+            Code.INVALID_ARG, f"unable to load model '{model.name}': the fil backend needs max_batch_size > 0"
+        )
     if set(inputs) != {INPUT} or inputs[INPUT].get("data_type") != "TYPE_FP32":
         raise TritonError(
-            Code.INVALID_ARG, f"unable to load model '{model.name}': the fil backend takes one input '{INPUT}' of TYPE_FP32"
+            Code.INVALID_ARG,
+            f"unable to load model '{model.name}': the fil backend takes one input '{INPUT}' of TYPE_FP32",
         )
     dims = [int(d) for d in inputs[INPUT].get("dims", [])]
     if dims not in ([state["features"]], [-1]):
@@ -193,7 +207,8 @@ def _check_config(model: Model) -> None:
         )
     if set(outputs) != {OUTPUT} or outputs[OUTPUT].get("data_type") != "TYPE_FP32":
         raise TritonError(
-            Code.INVALID_ARG, f"unable to load model '{model.name}': the fil backend gives one output '{OUTPUT}' of TYPE_FP32"
+            Code.INVALID_ARG,
+            f"unable to load model '{model.name}': the fil backend gives one output '{OUTPUT}' of TYPE_FP32",
         )
 
 

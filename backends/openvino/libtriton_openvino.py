@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
-from tritium.core.backend.framework import autocomplete_io, check_io, import_framework, int_parameter, model_file, run_batched
+from tritium.core.backend.framework import (
+    autocomplete_io,
+    check_io,
+    import_framework,
+    int_parameter,
+    model_file,
+    run_batched,
+)
 from tritium.core.errors import Code, TritonError
 from tritium.core.types import from_numpy
 
@@ -51,7 +58,9 @@ def _yes_no(model: Model, key: str) -> bool:
         return False
     value = text.strip().upper()
     if value not in ("YES", "NO"):
-        raise TritonError(Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be YES or NO, got '{text}'")
+        raise TritonError(
+            Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be YES or NO, got '{text}'"
+        )
     return value == "YES"
 
 
@@ -100,7 +109,8 @@ def _read(model: Model) -> Any:
     path = model_file(model, "model.xml", alternatives=("model.onnx",))
     if path.suffix == ".xml" and not path.with_suffix(".bin").exists():
         raise TritonError(
-            Code.NOT_FOUND, f"unable to find '{path.with_suffix('.bin')}' (the weights of '{path.name}') for model '{model.name}'"
+            Code.NOT_FOUND,
+            f"unable to find '{path.with_suffix('.bin')}' (the weights of '{path.name}') for model '{model.name}'",
         )
     try:
         return ov.Core().read_model(str(path))
@@ -139,9 +149,7 @@ def _port(model: Model, ports: Any, name: str, kind: str) -> Any:
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
     model = instance.model
     if instance.kind == "KIND_GPU":
-        raise TritonError(
-            Code.UNSUPPORTED, f"model '{model.name}': the openvino backend runs on the CPU; use KIND_CPU"
-        )
+        raise TritonError(Code.UNSUPPORTED, f"model '{model.name}': the openvino backend runs on the CPU; use KIND_CPU")
     ov = _ov()
     ov_model = _read(model)
     max_batch = int(model.config.get("max_batch_size", 0))
@@ -157,9 +165,13 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
             raise TritonError(Code.INVALID_ARG, f"RESHAPE_IO_LAYERS failed for model '{model.name}': {exc}") from None
     check_io(model, "input", {name: _config_type(p) for p in ov_model.inputs for name in p.get_names()})
     check_io(model, "output", {name: _config_type(p) for p in ov_model.outputs for name in p.get_names()})
-    inputs = {str(i["name"]): _port(model, ov_model.inputs, str(i["name"]), "input").get_any_name()
-              for i in model.config.get("input", [])}
-    outputs = {str(o["name"]): _port(model, ov_model.outputs, str(o["name"]), "output") for o in model.config.get("output", [])}
+    inputs = {
+        str(i["name"]): _port(model, ov_model.inputs, str(i["name"]), "input").get_any_name()
+        for i in model.config.get("input", [])
+    }
+    outputs = {
+        str(o["name"]): _port(model, ov_model.outputs, str(o["name"]), "output") for o in model.config.get("output", [])
+    }
     for name in _state_outputs(model):  # implicit-state outputs are model outputs too
         outputs.setdefault(name, _port(model, ov_model.outputs, name, "output"))
     static_batch = None

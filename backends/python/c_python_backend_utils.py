@@ -111,9 +111,7 @@ class TritonError:
 
     def __init__(self, message: str, code: int = _ErrorCode.INTERNAL) -> None:
         if not isinstance(message, str):
-            raise TypeError(
-                f"TritonError(message, code): message must be a str, got {type(message).__name__}"
-            )
+            raise TypeError(f"TritonError(message, code): message must be a str, got {type(message).__name__}")
         try:
             self._code = _ErrorCode(int(code))
         except (TypeError, ValueError):
@@ -158,11 +156,7 @@ _KDLCPU, _KDLBFLOAT = 1, 4
 def _datatype_of(dtype: np.dtype) -> str:
     if dtype.kind in ("O", "S"):
         return "BYTES"
-    datatype = (
-        _NUMPY_DATATYPE.get(dtype.newbyteorder("="))
-        if dtype.byteorder == ">"
-        else _NUMPY_DATATYPE.get(dtype)
-    )
+    datatype = _NUMPY_DATATYPE.get(dtype.newbyteorder("=")) if dtype.byteorder == ">" else _NUMPY_DATATYPE.get(dtype)
     if datatype is None:
         raise TritonModelException("NumPy dtype is not supported.")
     return datatype
@@ -330,9 +324,7 @@ def _from_dlpack(obj: Any) -> tuple[np.ndarray, str | None]:
     if torch is not None and isinstance(obj, torch.Tensor):
         return _from_torch(obj)
     if hasattr(obj, "__dlpack__"):
-        device = (
-            tuple(obj.__dlpack_device__()) if hasattr(obj, "__dlpack_device__") else (_KDLCPU, 0)
-        )
+        device = tuple(obj.__dlpack_device__()) if hasattr(obj, "__dlpack_device__") else (_KDLCPU, 0)
         if device[0] != _KDLCPU:
             cupy = sys.modules.get("cupy")
             if cupy is not None:
@@ -353,9 +345,7 @@ def _from_dlpack(obj: Any) -> tuple[np.ndarray, str | None]:
                 return cupy.asnumpy(cupy.from_dlpack(_Capsule(obj, device))), None
             if device[0] != _KDLCPU:
                 raise TritonModelException(_gpu_message(device))
-            raise TritonModelException(
-                "from_dlpack: a bfloat16 DLPack tensor needs torch (import torch in the model)"
-            )
+            raise TritonModelException("from_dlpack: a bfloat16 DLPack tensor needs torch (import torch in the model)")
         try:
             return np.from_dlpack(_Capsule(obj, device)), None
         except (BufferError, TypeError, RuntimeError) as exc:
@@ -418,9 +408,7 @@ class InferenceResponse:
         return json.dumps(self._parameters, separators=(",", ":"))
 
     def __repr__(self) -> str:
-        return (
-            f"InferenceResponse(outputs={[t.name() for t in self._outputs]}, error={self._error!r})"
-        )
+        return f"InferenceResponse(outputs={[t.name() for t in self._outputs]}, error={self._error!r})"
 
 
 def _parameters_dict(parameters: Any, what: str) -> dict[str, Any]:
@@ -432,14 +420,10 @@ def _parameters_dict(parameters: Any, what: str) -> dict[str, Any]:
         except ValueError as exc:
             raise TritonModelException(f"{what}: parameters is not valid JSON: {exc}") from None
     if not isinstance(parameters, dict):
-        raise TypeError(
-            f"{what}: parameters must be a dict or a JSON string, got {type(parameters).__name__}"
-        )
+        raise TypeError(f"{what}: parameters must be a dict or a JSON string, got {type(parameters).__name__}")
     for key, value in parameters.items():
         if not isinstance(key, str):
-            raise TritonModelException(
-                f"{what}: parameter keys must be strings, found {type(key).__name__}"
-            )
+            raise TritonModelException(f"{what}: parameter keys must be strings, found {type(key).__name__}")
         if not isinstance(value, (bool, int, float, str)):
             raise TritonModelException(
                 f"{what}: expect parameters values to have type bool/int/float/str, found type "
@@ -458,9 +442,7 @@ class _RequestState:
         self.context = context
         self.lock = threading.RLock()
         self.closed = False
-        self.pending: InferenceResponse | None = (
-            None  # not decoupled: a response sent without the final flag
-        )
+        self.pending: InferenceResponse | None = None  # not decoupled: a response sent without the final flag
 
     def reschedule(self) -> None:
         """Release the request for another run (no final response) unless it is complete."""
@@ -508,9 +490,7 @@ class InferenceResponseSender:
         """
         state = self._state
         if response is not None and not isinstance(response, InferenceResponse):
-            raise TypeError(
-                f"send(): response must be a pb_utils.InferenceResponse, got {type(response).__name__}"
-            )
+            raise TypeError(f"send(): response must be a pb_utils.InferenceResponse, got {type(response).__name__}")
         final = bool(int(flags) & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         if response is None and not final:
             raise TritonModelException(
@@ -518,15 +498,12 @@ class InferenceResponseSender:
             )
         with state.lock:
             if state.closed:
-                raise TritonModelException(
-                    "Unable to send response. Response sender has been closed."
-                )
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
             if not state.context.decoupled:
                 # a model that is not decoupled sends exactly one response, and the final flag
                 if response is not None and state.pending is not None:
                     raise TritonModelException(
-                        "Unable to send response. A model that is not decoupled sends exactly one response "
-                        "per request."
+                        "Unable to send response. A model that is not decoupled sends exactly one response per request."
                     )
                 if not final:
                     state.pending = response
@@ -560,9 +537,7 @@ class InferenceTrace:
 class PreferredMemory:
     """Accepted for compatibility: tritium returns BLS outputs in host memory."""
 
-    def __init__(
-        self, preferred_memory_type: int = TRITONSERVER_MEMORY_CPU, preferred_device_id: int = 0
-    ) -> None:
+    def __init__(self, preferred_memory_type: int = TRITONSERVER_MEMORY_CPU, preferred_device_id: int = 0) -> None:
         self.preferred_memory_type = preferred_memory_type
         self.preferred_device_id = preferred_device_id
 
@@ -615,9 +590,7 @@ class InferenceRequest:
                     f"InferenceRequest(): inputs must be pb_utils.Tensor objects, found {type(tensor).__name__}"
                 )
         names = (
-            [requested_output_names]
-            if isinstance(requested_output_names, str)
-            else list(requested_output_names or [])
+            [requested_output_names] if isinstance(requested_output_names, str) else list(requested_output_names or [])
         )
         self._model_name = model_name
         self._model_version = int(model_version)
@@ -697,9 +670,7 @@ class InferenceRequest:
     def get_response_sender(self) -> InferenceResponseSender:
         """The response sender of this request (decoupled models; any thread)."""
         if self._state is None:
-            raise TritonModelException(
-                "get_response_sender() is only available on requests given to execute()"
-            )
+            raise TritonModelException("get_response_sender() is only available on requests given to execute()")
         if self._sender is None:
             self._sender = InferenceResponseSender(self._state)
         return self._sender
@@ -739,9 +710,7 @@ class InferenceRequest:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise TritonModelException(
-                "async_exec() must be called from a coroutine (async def execute)"
-            ) from None
+            raise TritonModelException("async_exec() must be called from a coroutine (async def execute)") from None
         future: asyncio.Future[Any] = loop.create_future()
         call, error = self._send(decoupled)
         if error is not None:
@@ -798,8 +767,6 @@ class InferenceRequest:
         return f"InferenceRequest(model_name={self._model_name!r}, request_id={self._request_id!r})"
 
 
-
-
 # messages of the core that only a request refused before any model ran can carry
 _REQUEST_ERROR_PREFIXES = (
     "[request id: ",
@@ -816,9 +783,7 @@ def _bls_error_message(model_name: str, message: str) -> str:
             f"Model {model_name} - Error when running inference: Failed for execute the inference request. "
             f"Model '{model_name}' is not ready."
         )
-    if message.startswith(_REQUEST_ERROR_PREFIXES) or message.startswith(
-        f"Model {model_name} is using the decoupled"
-    ):
+    if message.startswith(_REQUEST_ERROR_PREFIXES) or message.startswith(f"Model {model_name} is using the decoupled"):
         return f"Model {model_name} - Error when running inference: {message}"
     return message
 
@@ -830,12 +795,8 @@ def _convert(response: Any, model_name: str) -> InferenceResponse:
     """
     error = None
     if response.error is not None:
-        error = TritonError(
-            _bls_error_message(model_name, response.error.message), TritonError.INTERNAL
-        )
-    outputs = [
-        Tensor._wrap(name, array, datatype) for name, (datatype, array) in response.outputs.items()
-    ]
+        error = TritonError(_bls_error_message(model_name, response.error.message), TritonError.INTERNAL)
+    outputs = [Tensor._wrap(name, array, datatype) for name, (datatype, array) in response.outputs.items()]
     result = InferenceResponse(outputs, error)
     if response.parameters:
         result._parameters = dict(response.parameters)
@@ -861,9 +822,7 @@ class ResponseIterator:
     response, a last empty :class:`InferenceResponse` is yielded.
     """
 
-    def __init__(
-        self, call: Any, error: InferenceResponse | None = None, model_name: str = ""
-    ) -> None:
+    def __init__(self, call: Any, error: InferenceResponse | None = None, model_name: str = "") -> None:
         self._model_name = model_name
         self._responses = call.responses() if call is not None else iter(())
         self._pending_error = error
@@ -962,9 +921,7 @@ class _MetricKind(enum.IntEnum):
 class Metric:
     """One metric of a :class:`MetricFamily` (kept in the worker; not exported by tritium yet)."""
 
-    def __init__(
-        self, family: MetricFamily, labels: dict[str, str] | None, buckets: Sequence[float] | None
-    ) -> None:
+    def __init__(self, family: MetricFamily, labels: dict[str, str] | None, buckets: Sequence[float] | None) -> None:
         self._family = family
         self._labels = dict(labels or {})
         self._buckets = list(buckets or [])
@@ -973,9 +930,7 @@ class Metric:
 
     def increment(self, value: float) -> None:
         if self._family._kind == _MetricKind.COUNTER and value < 0:
-            raise TritonModelException(
-                "Failed to increment metric value: a counter cannot be decremented"
-            )
+            raise TritonModelException("Failed to increment metric value: a counter cannot be decremented")
         with self._lock:
             self._value += value
 
@@ -1006,9 +961,7 @@ class MetricFamily:
         self._description = description
         self._kind = _MetricKind(int(kind))
 
-    def Metric(
-        self, labels: dict[str, str] | None = None, buckets: Sequence[float] | None = None
-    ) -> Metric:
+    def Metric(self, labels: dict[str, str] | None = None, buckets: Sequence[float] | None = None) -> Metric:
         return Metric(self, labels, buckets)
 
 
@@ -1056,8 +1009,12 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
     :raises TypeError: for arguments that are not strings (Triton's signature).
     :raises TritonModelException: for a version that is not a number (Triton's stub crashes).
     """
-    _check_str("is_model_ready", "(model_name: str, model_version: str = '') -> bool",
-               model_name=model_name, model_version=model_version)
+    _check_str(
+        "is_model_ready",
+        "(model_name: str, model_version: str = '') -> bool",
+        model_name=model_name,
+        model_version=model_version,
+    )
     if model_version and not model_version.isdigit():
         raise TritonModelException(
             f"is_model_ready(): model_version must be a version number or '', got '{model_version}'"
@@ -1078,8 +1035,12 @@ def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None
     :raises TypeError: for a name or config that is not a string (Triton's signature).
     :raises TritonModelException: when the server refuses or the load fails (its message).
     """
-    _check_str("load_model", "(model_name: str, config: str = '', files: object = None) -> None",
-               model_name=model_name, config=config)
+    _check_str(
+        "load_model",
+        "(model_name: str, config: str = '', files: object = None) -> None",
+        model_name=model_name,
+        config=config,
+    )
     if files is not None and not isinstance(files, dict):
         raise TritonModelException("load_model(): 'files' must be a dict of 'file:<path>' -> bytes")
     total = sum(len(v) for v in (files or {}).values() if isinstance(v, (bytes, bytearray)))
@@ -1101,8 +1062,7 @@ def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     :raises TypeError: for a name that is not a string (Triton's signature).
     :raises TritonModelException: when the server refuses (its message).
     """
-    _check_str("unload_model", "(model_name: str, unload_dependents: bool = False) -> None",
-               model_name=model_name)
+    _check_str("unload_model", "(model_name: str, unload_dependents: bool = False) -> None", model_name=model_name)
     response = _control("unload", model_name, unload_dependents=bool(unload_dependents))
     if response.error is not None:
         raise _control_error("unload", response.error.message)

@@ -53,12 +53,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # only in this worker process: makes pb_utils importable for model code
     sys.path.insert(0, _HERE)
 
-import c_python_backend_utils as c_utils
-import triton_python_backend_utils as pb_utils
-from tritium.core.backend.api import Model, ModelInstance, Request
-from tritium.core.errors import Code, TritonError
-from tritium.core.model_repository.paths import safe_join
-from tritium.core.types import by_config_name
+import c_python_backend_utils as c_utils  # noqa: E402
+import triton_python_backend_utils as pb_utils  # noqa: E402
+
+from tritium.core.backend.api import Model, ModelInstance, Request  # noqa: E402
+from tritium.core.errors import Code, TritonError  # noqa: E402
+from tritium.core.model_repository.paths import safe_join  # noqa: E402
+from tritium.core.types import by_config_name  # noqa: E402
 
 # No TRITONBACKEND_THREADED: the worker switches to threaded receiving by itself for a
 # decoupled model (at instance initialization) and at a model's first BLS request, so a
@@ -102,11 +103,7 @@ def format_exception(exc: BaseException) -> str:
     ]
     if not frames:
         return text
-    return (
-        text
-        + "\n\nAt:\n"
-        + "".join(f"  {name}({line}): {func}\n" for name, line, func in reversed(frames))
-    )
+    return text + "\n\nAt:\n" + "".join(f"  {name}({line}): {func}\n" for name, line, func in reversed(frames))
 
 
 # -- loading the model file -------------------------------------------------------------------------
@@ -218,9 +215,7 @@ class InstanceContext:
         self._loop_lock = threading.Lock()
 
     # -- responses (any thread; callers hold the request state's lock) -------------------------
-    def send(
-        self, request: Request, response: c_utils.InferenceResponse | None, final: bool
-    ) -> None:
+    def send(self, request: Request, response: c_utils.InferenceResponse | None, final: bool) -> None:
         """Send a pb_utils response for ``request`` (its outputs go into shared memory once);
         None sends only the final flag. Never raises: a response that cannot be sent becomes an
         error response, so the request is never left open by mistake."""
@@ -229,9 +224,7 @@ class InstanceContext:
         except Exception as exc:
             log.error("model '%s': failed to send a response: %s", self.model_name, exc)
             if not request.completed:
-                message = (
-                    exc.message if isinstance(exc, TritonError) else f"{type(exc).__name__}: {exc}"
-                )
+                message = exc.message if isinstance(exc, TritonError) else f"{type(exc).__name__}: {exc}"
                 try:
                     self.send_error(
                         request,
@@ -241,9 +234,7 @@ class InstanceContext:
                 except TritonError:
                     pass
 
-    def _send(
-        self, request: Request, response: c_utils.InferenceResponse | None, final: bool
-    ) -> None:
+    def _send(self, request: Request, response: c_utils.InferenceResponse | None, final: bool) -> None:
         if response is None:
             request.respond(final=final)
             return
@@ -301,9 +292,7 @@ class InstanceContext:
         with self._loop_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="tritium-python-asyncio", daemon=True
-                )
+                thread = threading.Thread(target=loop.run_forever, name="tritium-python-asyncio", daemon=True)
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
@@ -326,10 +315,7 @@ def _bytes_elements(array: np.ndarray) -> np.ndarray:
         return array
     out = np.empty(array.shape, dtype=np.object_)
     out.reshape(-1)[:] = [
-        bytes(x)
-        if isinstance(x, (bytes, bytearray, memoryview, np.bytes_))
-        else str(x).encode("utf-8")
-        for x in flat
+        bytes(x) if isinstance(x, (bytes, bytearray, memoryview, np.bytes_)) else str(x).encode("utf-8") for x in flat
     ]
     return out
 
@@ -353,9 +339,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         initialize = getattr(context.model, "initialize", None)
         if initialize is not None:
             result = initialize(args)
-            if inspect.isawaitable(
-                result
-            ):  # `async def initialize` (Triton runs it to completion too)
+            if inspect.isawaitable(result):  # `async def initialize` (Triton runs it to completion too)
                 _run(context, result)
     except BaseException as exc:
         context.stop_event_loop()
@@ -429,8 +413,7 @@ def _in_background(
         if result is not None:
             _fail(
                 pb_requests,
-                prefix
-                + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
+                prefix + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
                 "function must return None.",
             )
             return
@@ -447,16 +430,13 @@ def _release(pb_requests: Sequence[c_utils.InferenceRequest]) -> None:
             pb_request._state.reschedule()
 
 
-def _answer(
-    context: InstanceContext, pb_requests: list[c_utils.InferenceRequest], result: Any, prefix: str
-) -> None:
+def _answer(context: InstanceContext, pb_requests: list[c_utils.InferenceRequest], result: Any, prefix: str) -> None:
     """Send what execute returned (a list of responses; None for decoupled models)."""
     if context.decoupled:
         if result is not None:
             _fail(
                 pb_requests,
-                prefix
-                + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
+                prefix + f"Python model '{context.instance_name}' is using the decoupled mode and the execute "
                 "function must return None.",
             )
             return
@@ -477,8 +457,7 @@ def _answer(
     if len(result) != len(pb_requests):
         _fail(
             pb_requests,
-            prefix
-            + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+            prefix + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
             f"InferenceRequest(s) size is:{len(pb_requests)}, and InferenceResponse(s) size is:{len(result)}\n",
         )
         return
@@ -486,16 +465,14 @@ def _answer(
         if pb_request._rescheduled() and response is not None:  # Triton's words
             _fail(
                 pb_requests,
-                prefix
-                + "Expected a None object in the execute function return list for reschduled request, "
+                prefix + "Expected a None object in the execute function return list for reschduled request, "
                 f"found type '{type(response)}'.",
             )
             return
         if response is not None and not isinstance(response, c_utils.InferenceResponse):
             _fail(
                 pb_requests,
-                prefix
-                + "Expected an 'InferenceResponse' object in the execute function return list, "
+                prefix + "Expected an 'InferenceResponse' object in the execute function return list, "
                 f"found type '{type(response)}'.",
             )
             return
@@ -512,8 +489,7 @@ def _answer(
                 state.closed = True
                 context.send_error(
                     state.request,
-                    prefix
-                    + "Expected an 'InferenceResponse' object in the execute function return list, "
+                    prefix + "Expected an 'InferenceResponse' object in the execute function return list, "
                     "found type '<class 'NoneType'>'.",
                 )
                 continue

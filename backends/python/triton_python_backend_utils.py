@@ -67,11 +67,7 @@ def serialize_byte_tensor(input_tensor: np.ndarray) -> Any:
         return ()
     if input_tensor.dtype == np.object_ or input_tensor.dtype.type == np.bytes_:
         parts = []
-        for item in (
-            input_tensor.reshape(-1)
-            if input_tensor.flags.c_contiguous
-            else input_tensor.flatten(order="C")
-        ):
+        for item in input_tensor.reshape(-1) if input_tensor.flags.c_contiguous else input_tensor.flatten(order="C"):
             if input_tensor.dtype == np.object_:
                 data = item if type(item) is bytes else str(item).encode("utf-8")
             else:
@@ -181,9 +177,7 @@ class ModelConfig:
     """
 
     def __init__(self, model_config: str | dict[str, Any]) -> None:
-        self._model_config = (
-            json.loads(model_config) if isinstance(model_config, str) else model_config
-        )
+        self._model_config = json.loads(model_config) if isinstance(model_config, str) else model_config
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration, as a dict in the JSON form of Triton's ModelConfig."""
@@ -260,9 +254,7 @@ class ModelConfig:
                     f"contains property other than {allowed}."
                 )
         if "name" not in tensor:
-            raise ValueError(
-                f"{kind} in auto-complete-config function for model '{model}' is missing 'name' property."
-            )
+            raise ValueError(f"{kind} in auto-complete-config function for model '{model}' is missing 'name' property.")
         for prop in ("data_type", "dims"):
             if prop not in tensor:
                 raise ValueError(
@@ -319,10 +311,7 @@ class ModelConfig:
                 )
         policy = self._model_config.setdefault("model_transaction_policy", {})
         if "decoupled" in transaction_policy_dict:
-            if (
-                "decoupled" in policy
-                and policy["decoupled"] != transaction_policy_dict["decoupled"]
-            ):
+            if "decoupled" in policy and policy["decoupled"] != transaction_policy_dict["decoupled"]:
                 raise ValueError(
                     "trying to change decoupled property in auto-complete-config for model '"
                     + model

@@ -197,7 +197,9 @@ def _input_map(model: Model, arguments: list[tuple[str, str]]) -> tuple[bool, di
     for name in names:
         dtype = next(str(i["data_type"]) for i in config["input"] if i["name"] == name)
         if dtype not in _TORCH_TYPES and dtype != "TYPE_STRING":
-            raise TritonError(Code.INTERNAL, f"unsupported datatype {dtype} for input '{name}' for model '{model.name}'")
+            raise TritonError(
+                Code.INTERNAL, f"unsupported datatype {dtype} for input '{name}' for model '{model.name}'"
+            )
     if len(arguments) == 1 and arguments[0][1] == "DictType":
         return True, {name: i for i, name in enumerate(names + batch_targets + extra)}
     for arg_name, kind in arguments:
@@ -373,13 +375,9 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
     _apply_threads(torch, settings)
     module, arguments = _load(torch, model, device)
     if not model.config.get("input"):
-        raise TritonError(
-            Code.INTERNAL, "model configuration must contain at least one input, none were specified."
-        )
+        raise TritonError(Code.INTERNAL, "model configuration must contain at least one input, none were specified.")
     if not model.config.get("output"):
-        raise TritonError(
-            Code.INTERNAL, "model configuration must contain at least one output, none were specified."
-        )
+        raise TritonError(Code.INTERNAL, "model configuration must contain at least one output, none were specified.")
     is_dict, inputs = _input_map(model, arguments)
     _check_strings(model)
     instance.state = {

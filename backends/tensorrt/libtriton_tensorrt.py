@@ -107,13 +107,15 @@ def _io(tensorrt: Any, model: Model, engine: Any) -> list[dict[str, Any]]:
                 Code.UNSUPPORTED, f"unable to load model '{model.name}': shape tensor '{name}' is not supported"
             )
         dtype = engine.get_tensor_dtype(name)
-        tensors.append({
-            "name": name,
-            "input": engine.get_tensor_mode(name) == tensorrt.TensorIOMode.INPUT,
-            "data_type": _TRT_TO_CONFIG.get(getattr(dtype, "name", str(dtype)), "TYPE_INVALID"),
-            "numpy": np.dtype(tensorrt.nptype(dtype)),
-            "dims": [int(d) for d in engine.get_tensor_shape(name)],
-        })
+        tensors.append(
+            {
+                "name": name,
+                "input": engine.get_tensor_mode(name) == tensorrt.TensorIOMode.INPUT,
+                "data_type": _TRT_TO_CONFIG.get(getattr(dtype, "name", str(dtype)), "TYPE_INVALID"),
+                "numpy": np.dtype(tensorrt.nptype(dtype)),
+                "dims": [int(d) for d in engine.get_tensor_shape(name)],
+            }
+        )
     return tensors
 
 
@@ -225,7 +227,9 @@ def _buffer(state: dict[str, Any], name: str, nbytes: int) -> int:
     return pointer
 
 
-def _run(state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str], model_name: str) -> dict[str, np.ndarray]:
+def _run(
+    state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str], model_name: str
+) -> dict[str, np.ndarray]:
     cudart = state["cudart"]
     context = state["context"]
     stream = state["stream"]
@@ -239,9 +243,15 @@ def _run(state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str]
         array = np.ascontiguousarray(inputs[tensor["name"]], dtype=tensor["numpy"])
         keep.append(array)
         if not context.set_input_shape(tensor["name"], tuple(array.shape)):
-            raise TritonError(Code.INVALID_ARG, f"TensorRT refused shape {list(array.shape)} for input '{tensor['name']}'")
+            raise TritonError(
+                Code.INVALID_ARG, f"TensorRT refused shape {list(array.shape)} for input '{tensor['name']}'"
+            )
         pointer = _buffer(state, tensor["name"], array.nbytes)
-        _check(cudart, cudart.cudaMemcpyAsync(pointer, array.ctypes.data, array.nbytes, to_device, stream), "cudaMemcpyAsync")
+        _check(
+            cudart,
+            cudart.cudaMemcpyAsync(pointer, array.ctypes.data, array.nbytes, to_device, stream),
+            "cudaMemcpyAsync",
+        )
         context.set_tensor_address(tensor["name"], pointer)
     results = {}
     for tensor in state["tensors"]:
@@ -256,7 +266,11 @@ def _run(state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str]
         raise TritonError(Code.INTERNAL, f"TensorRT failed to run model '{model_name}'")
     for name, (host, pointer) in results.items():
         if name in wanted:
-            _check(cudart, cudart.cudaMemcpyAsync(host.ctypes.data, pointer, host.nbytes, to_host, stream), "cudaMemcpyAsync")
+            _check(
+                cudart,
+                cudart.cudaMemcpyAsync(host.ctypes.data, pointer, host.nbytes, to_host, stream),
+                "cudaMemcpyAsync",
+            )
     _check(cudart, cudart.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
     return {name: host for name, (host, _p) in results.items() if name in wanted}
 
@@ -264,8 +278,13 @@ def _run(state: dict[str, Any], inputs: dict[str, np.ndarray], wanted: list[str]
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
     state = instance.state
     name = instance.model.name
-    results = run_batched(requests, state["batching"], lambda i, w: _run(state, i, w, name), state["config_outputs"],
-                          f"TensorRT execute failure for model '{name}'")
+    results = run_batched(
+        requests,
+        state["batching"],
+        lambda i, w: _run(state, i, w, name),
+        state["config_outputs"],
+        f"TensorRT execute failure for model '{name}'",
+    )
     for request, outputs in zip(requests, results):
         request.respond(outputs)
 

@@ -31,7 +31,8 @@ are ``uint16`` arrays holding the raw bfloat16 bits.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -159,16 +160,16 @@ class ResponseSink(Protocol):
 
     def send_response(
         self,
-        request: "Request",
+        request: Request,
         outputs: Mapping[str, np.ndarray] | None,
         error: TritonError | None,
         parameters: Mapping[str, Any] | None,
         final: bool,
     ) -> None: ...
 
-    def output_buffer(self, request: "Request", datatype: str, shape: Sequence[int]) -> np.ndarray: ...
+    def output_buffer(self, request: Request, datatype: str, shape: Sequence[int]) -> np.ndarray: ...
 
-    def reschedule(self, request: "Request") -> None: ...
+    def reschedule(self, request: Request) -> None: ...
 
 
 class Request:

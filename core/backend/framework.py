@@ -10,8 +10,9 @@ the worker process, on the executing thread.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,7 +179,9 @@ def int_parameter(model: Model, key: str, default: int, *, minimum: int | None =
             Code.INVALID_ARG, f"failed to convert '{key}' of model '{model.name}' to an integer: '{text}'"
         ) from None
     if minimum is not None and value < minimum:
-        raise TritonError(Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be >= {minimum}, got {value}")
+        raise TritonError(
+            Code.INVALID_ARG, f"parameter '{key}' of model '{model.name}' must be >= {minimum}, got {value}"
+        )
     return value
 
 
@@ -189,7 +192,7 @@ def refuse_parameters(model: Model, backend: str, unsupported: Mapping[str, str]
     :raises TritonError: UNSUPPORTED for a parameter in ``unsupported``. Other
         keys are left alone (a config may carry parameters for other tools, as in Triton).
     """
-    for key in (model.config.get("parameters") or {}):
+    for key in model.config.get("parameters") or {}:
         if key in unsupported:
             raise TritonError(
                 Code.UNSUPPORTED,

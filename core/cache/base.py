@@ -38,7 +38,7 @@ class CacheEntry:
         return sum(len(data) + len(name) + 64 for name, _dt, _shape, data in self.outputs) + 64
 
     @classmethod
-    def from_response(cls, response: InferenceResponse) -> "CacheEntry":
+    def from_response(cls, response: InferenceResponse) -> CacheEntry:
         """Copy the outputs of ``response`` (call before releasing it)."""
         return cls(
             [(t.name, t.datatype, list(t.shape), bytes(t.data)) for t in response.outputs],

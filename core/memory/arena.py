@@ -24,8 +24,8 @@ import bisect
 import ctypes
 import mmap
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from ..errors import Code, TritonError
 
@@ -48,6 +48,7 @@ def window_inside(offset: int, nbytes: int, size: int) -> bool:
     """Whether ``[offset, offset+nbytes)`` lies within ``size`` bytes (overflow-safe; descriptors from frames)."""
     return 0 <= offset <= size and 0 <= nbytes <= size - offset
 
+
 class Segment:
     """One mapped shared-memory segment.
 
@@ -69,7 +70,7 @@ class Segment:
         self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.mmap))
 
     @classmethod
-    def create(cls, seg_id: int, size: int, directory: str | None = None) -> "Segment":
+    def create(cls, seg_id: int, size: int, directory: str | None = None) -> Segment:
         """Create a new segment of ``size`` bytes (memfd, or a tmpfile in ``directory``).
 
         :raises TritonError: UNAVAILABLE when the memory cannot be obtained.

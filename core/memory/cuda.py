@@ -196,7 +196,10 @@ class CudaSharedMemoryManager:
             # the handle is 64 opaque bytes; cuda-python 13 no longer exposes its ``reserved`` field
             ctypes.memmove(handle.getPtr(), bytes(raw_handle), _HANDLE_BYTES)
             (pointer,) = self._call(
-                "cannot open the CUDA IPC handle", "cudaIpcOpenMemHandle", handle, runtime.cudaIpcMemLazyEnablePeerAccess
+                "cannot open the CUDA IPC handle",
+                "cudaIpcOpenMemHandle",
+                handle,
+                runtime.cudaIpcMemLazyEnablePeerAccess,
             )
         except TritonError as exc:
             raise TritonError(Code.INVALID_ARG, f"{prefix}: {exc.message}") from None
@@ -216,8 +219,9 @@ class CudaSharedMemoryManager:
             if region.users <= 0:
                 self._close(region)
             else:
-                log.info("CUDA shared memory region '%s' is in use by %d requests: closed when they finish",
-                         n, region.users)
+                log.info(
+                    "CUDA shared memory region '%s' is in use by %d requests: closed when they finish", n, region.users
+                )
 
     def _close(self, region: CudaRegion) -> None:
         if region.pointer == 0:
@@ -265,7 +269,9 @@ class CudaSharedMemoryManager:
             else f"failed to copy output '{tensor}' to CUDA shared memory region '{region.name}'"
         )
         if nbytes > ref.byte_size or region.pointer == 0:
-            raise TritonError(Code.INTERNAL, f"{what}: {'the region is closed' if region.pointer == 0 else 'too large'}")
+            raise TritonError(
+                Code.INTERNAL, f"{what}: {'the region is closed' if region.pointer == 0 else 'too large'}"
+            )
         if nbytes == 0:
             return
         runtime = self._get_runtime()

@@ -26,7 +26,7 @@ class SegmentPeer(Protocol):
 
     def drop_segment(self, segment_id: int) -> None: ...
 
-    def send_region(self, region: "SystemRegion") -> None: ...
+    def send_region(self, region: SystemRegion) -> None: ...
 
 
 class TensorPool:
@@ -38,7 +38,7 @@ class TensorPool:
 
     def __init__(self, segment_size: int = DEFAULT_SEGMENT_SIZE, directory: str | None = None) -> None:
         self.segments = SegmentTable()
-        self._regions: dict[int, "SystemRegion"] = {}
+        self._regions: dict[int, SystemRegion] = {}
         self._holders: dict[int, set[SegmentPeer]] = {}
         self.arena = Arena(0, segment_size, directory, on_segment=self.segments.add, on_drop=self._on_drop)
 
@@ -50,7 +50,7 @@ class TensorPool:
         """Return an input block."""
         self.arena.free_block(block)
 
-    def shared(self, nbytes: int) -> "SharedBlock":
+    def shared(self, nbytes: int) -> SharedBlock:
         """A block of ``nbytes`` in the input arena with one reference (see :class:`SharedBlock`).
 
         :raises TritonError: UNAVAILABLE when the arena cannot grow by a segment that holds it.
@@ -72,7 +72,7 @@ class TensorPool:
             peer.send_region(region)
             holders.add(peer)
 
-    def add_region(self, region: "SystemRegion") -> None:
+    def add_region(self, region: SystemRegion) -> None:
         """A client registered ``region``: its descriptor goes to workers when a request names it."""
         self._regions[region.id] = region
 

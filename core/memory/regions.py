@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from ..errors import Code, TritonError
 

@@ -114,7 +114,11 @@ class SharedMemoryManager:
         self._pool.add_region(region)
         log.info(
             "registered system shared memory region '%s' (key '%s', offset %d, %d bytes); %s",
-            name, key, offset, byte_size, self.usage_text(),
+            name,
+            key,
+            offset,
+            byte_size,
+            self.usage_text(),
         )
 
     def status(self, name: str = "") -> list[dict[str, Any]]:
@@ -143,8 +147,11 @@ class SharedMemoryManager:
             if region.users == 0:
                 self._close(region)
             else:
-                log.info("system shared memory region '%s' is in use by %d requests: closed when they finish",
-                         n, region.users)
+                log.info(
+                    "system shared memory region '%s' is in use by %d requests: closed when they finish",
+                    n,
+                    region.users,
+                )
             log.info("unregistered system shared memory region '%s'; %s", n, self.usage_text())
 
     # -- the request path -------------------------------------------------------------

@@ -64,7 +64,8 @@ def deliver_output(ref: ShmRef | CudaRef, tensor: OutputTensor) -> OutputTensor:
             written = os.pwrite(ref.region.fd, data, ref.offset) if len(data) else 0
         except OSError as exc:
             raise TritonError(
-                Code.INTERNAL, f"failed to write output '{tensor.name}' to shared memory region '{ref.region.name}': {exc}"
+                Code.INTERNAL,
+                f"failed to write output '{tensor.name}' to shared memory region '{ref.region.name}': {exc}",
             ) from None
         if written != len(data):
             raise TritonError(

@@ -15,8 +15,8 @@ Messages are Triton's, and each names the model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from ...proto import model_config_pb2 as mc
 from ..errors import Code, TritonError
@@ -137,7 +137,9 @@ def _normalize_instance_groups(config: mc.ModelConfig, gpus: Sequence[int]) -> N
             else:
                 group.kind = mc.ModelInstanceGroup.KIND_GPU
         if group.count < 1:
-            group.count = 2 if (group.kind == mc.ModelInstanceGroup.KIND_CPU and config.backend in _TWO_CPU_INSTANCES) else 1
+            group.count = (
+                2 if (group.kind == mc.ModelInstanceGroup.KIND_CPU and config.backend in _TWO_CPU_INSTANCES) else 1
+            )
         if group.kind == mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
             group.gpus.extend(gpus)
 
@@ -281,9 +283,7 @@ def _validate_io(config: mc.ModelConfig) -> None:
             if kind == "input":
                 fmt = io.format
                 if fmt in (mc.ModelInput.FORMAT_NHWC, mc.ModelInput.FORMAT_NCHW) and len(io.dims) != 3:
-                    raise TritonError(
-                        Code.INVALID_ARG, f"model input NHWC/NCHW require 3 dims for {config.name}"
-                    )
+                    raise TritonError(Code.INVALID_ARG, f"model input NHWC/NCHW require 3 dims for {config.name}")
             if io.is_shape_tensor and config.platform != "tensorrt_plan":
                 raise TritonError(
                     Code.INVALID_ARG, f"shape tensors are only supported for TensorRT platform for {config.name}"
@@ -326,8 +326,7 @@ def prepare(
     if config.name != model_name:
         raise TritonError(
             Code.INVALID_ARG,
-            f"unexpected directory name '{model_name}' for model '{config.name}', "
-            "directory name must equal model name",
+            f"unexpected directory name '{model_name}' for model '{config.name}', directory name must equal model name",
         )
     return config
 
@@ -350,8 +349,7 @@ def finalize(config: mc.ModelConfig, model_name: str, gpus: Sequence[int]) -> mc
     if config.name != model_name:
         raise TritonError(
             Code.INVALID_ARG,
-            f"unexpected directory name '{model_name}' for model '{config.name}', "
-            "directory name must equal model name",
+            f"unexpected directory name '{model_name}' for model '{config.name}', directory name must equal model name",
         )
     _normalize_defaults(config)
     _validate_model(config)

@@ -92,9 +92,7 @@ def config_to_dict(config: mc.ModelConfig) -> dict[str, Any]:
             config, always_print_fields_with_no_presence=True, preserving_proto_field_name=True
         )
     except TypeError:
-        data = json_format.MessageToDict(
-            config, including_default_value_fields=True, preserving_proto_field_name=True
-        )
+        data = json_format.MessageToDict(config, including_default_value_fields=True, preserving_proto_field_name=True)
     return _canonical(mc.ModelConfig.DESCRIPTOR, data)
 
 

@@ -105,9 +105,7 @@ class VersionStatus:
     @property
     def unloaded_on_purpose(self) -> bool:
         """UNLOADING, or UNAVAILABLE because it was unloaded (not because it failed)."""
-        return self.state == ModelState.UNLOADING or (
-            self.state == ModelState.UNAVAILABLE and self.reason == UNLOADED
-        )
+        return self.state == ModelState.UNLOADING or (self.state == ModelState.UNAVAILABLE and self.reason == UNLOADED)
 
     @property
     def failed(self) -> bool:

@@ -29,12 +29,12 @@ from ..ensemble import check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model
-from ..model_loading import load_model
 from ..model_config import normalize
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
-from ..progress import still_running
+from ..model_loading import load_model
 from ..options import ServerOptions
+from ..progress import still_running
 from ..servable import Servable
 from ..warmup import run_warmup
 from ..worker.environment import resolve_environment
@@ -177,8 +177,13 @@ async def load_version(
         if environment is not None:
             options = dataclasses.replace(options, python=environment.python, env=environment.env)
         check_backend(
-            server_options.composition, name, config.backend, source.path, version,
-            server_options.backend_directory, config.runtime,
+            server_options.composition,
+            name,
+            config.backend,
+            source.path,
+            version,
+            server_options.backend_directory,
+            config.runtime,
         )
         model = await load_model(
             name,
@@ -217,7 +222,9 @@ def execute_timeout(config: mc.ModelConfig, backend_config: dict[str, str]) -> f
     except ValueError:
         value = -1.0
     if value < 0:
-        raise TritonError(Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0")
+        raise TritonError(
+            Code.INVALID_ARG, f"model '{config.name}': execute timeout '{text}' is not a number of seconds >= 0"
+        )
     return value
 
 
@@ -231,4 +238,3 @@ def backend_settings(options: ServerOptions, backend: str) -> dict[str, str]:
     settings.update(options.backend_config.get("", {}))
     settings.update(options.backend_config.get(backend, {}))
     return settings
-

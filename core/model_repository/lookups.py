@@ -56,7 +56,9 @@ class ModelLookups:
             number = None
         status = entry.versions.get(number) if number is not None else None
         if status is None:
-            raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' version {version} is not found")
+            raise TritonError(
+                Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' version {version} is not found"
+            )
         if status.state != ModelState.READY or status.model is None:
             raise TritonError(
                 Code.UNAVAILABLE, f"Request for unknown model: '{clip(name)}' version {version} is not at ready state"
@@ -121,4 +123,3 @@ class ModelLookups:
         if not chosen:
             raise TritonError(Code.INVALID_ARG, f"requested model version is not available for model '{name}'")
         return [chosen[0].stats.to_dict()]
-

@@ -324,7 +324,11 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         names = {src.name for src in changed}
         for layer in load_layers(changed):  # composing models first, then the ensembles using them
             for source in layer:
-                log.info("model '%s' %s", source.name, "added: loading" if source.name not in self.models else "changed: reloading")
+                log.info(
+                    "model '%s' %s",
+                    source.name,
+                    "added: loading" if source.name not in self.models else "changed: reloading",
+                )
                 if await self._load_logged(source):
                     await self._refresh_users(source.name, set(names))
         del duplicates
@@ -357,7 +361,9 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
                 if from_request:
-                    raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+                    raise TritonError(
+                        Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository"
+                    ) from exc
                 raise
             try:
                 check_config_paths(config, source.path)
@@ -481,8 +487,12 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
 
         async def retire() -> None:
             if not await model.drain(self.options.exit_timeout_s):
-                log.warning("model %s: %d requests still in flight after %.0f s", model.label, model.active,
-                            self.options.exit_timeout_s)
+                log.warning(
+                    "model %s: %d requests still in flight after %.0f s",
+                    model.label,
+                    model.active,
+                    self.options.exit_timeout_s,
+                )
             await model.unload()
             log.info("successfully unloaded '%s' version %d", model.name, model.version)
             if status is not None and status.state == ModelState.UNLOADING:

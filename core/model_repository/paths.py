@@ -61,7 +61,8 @@ def check_model_name(name: str, what: str = "model name") -> str:
         or (os.altsep is not None and os.altsep in name)
     ):
         raise TritonError(
-            Code.INVALID_ARG, f"invalid {what} '{name}': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
+            Code.INVALID_ARG,
+            f"invalid {what} '{name}': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL",
         )
     return name
 
@@ -79,9 +80,7 @@ def check_relative_file(root: str | os.PathLike[str], value: str, what: str) -> 
         return
     parts = value.replace("\\", "/").split("/")
     if os.path.isabs(value) or ".." in parts or "\0" in value:
-        raise TritonError(
-            Code.INVALID_ARG, f"invalid {what} '{value}': it must be a file name inside the model folder"
-        )
+        raise TritonError(Code.INVALID_ARG, f"invalid {what} '{value}': it must be a file name inside the model folder")
     safe_join(root, value, what=what)
 
 

@@ -32,7 +32,15 @@ log = logging.getLogger("tritium.repository")
 __all__ = ["is_remote", "RemoteRepository", "PACKAGES"]
 
 #: the package that provides each URL scheme's fsspec file system
-PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs"}
+PACKAGES = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+}
 _MARKER = ".tritium-downloaded"
 #: bytes read from a remote file at a time (downloads report progress per chunk)
 _CHUNK = 1 << 20

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..errors import Code, TritonError

@@ -12,7 +12,8 @@ Everything here runs on the core's event loop.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from ..errors import Code, TritonError
 
@@ -50,7 +51,7 @@ class ResponseHandler(Protocol):
 
     def on_response(
         self,
-        payload: "Payload",
+        payload: Payload,
         outputs: list[list[Any]],
         error: TritonError | None,
         parameters: dict[str, Any] | None,
@@ -58,7 +59,7 @@ class ResponseHandler(Protocol):
         worker: Any,
     ) -> None: ...
 
-    def on_executed(self, payload: "Payload") -> None: ...
+    def on_executed(self, payload: Payload) -> None: ...
 
 
 class Payload:
@@ -80,7 +81,15 @@ class Payload:
     """
 
     __slots__ = (
-        "wire", "batch_size", "handler", "context", "arrival_ns", "dispatch_ns", "timings", "final", "done",
+        "wire",
+        "batch_size",
+        "handler",
+        "context",
+        "arrival_ns",
+        "dispatch_ns",
+        "timings",
+        "final",
+        "done",
         "rescheduled",
     )
 
@@ -121,7 +130,7 @@ def reschedule_error() -> TritonError:
     )
 
 
-def admit(payload: "Payload", stopped: TritonError | None, has_instances: bool, label: str) -> bool:
+def admit(payload: Payload, stopped: TritonError | None, has_instances: bool, label: str) -> bool:
     """A scheduler's first check of a new payload: fail it when stopped or without instances.
 
     :returns: True when the scheduler may take it.
@@ -140,7 +149,7 @@ class Executor(Protocol):
 
     name: str
 
-    def execute(self, batch: "Batch") -> None: ...
+    def execute(self, batch: Batch) -> None: ...
 
 
 class Batch:
@@ -160,7 +169,14 @@ class Batch:
     """
 
     __slots__ = (
-        "payloads", "wire_requests", "executor", "_on_free", "_on_executed", "_on_release", "_finalizers", "_released",
+        "payloads",
+        "wire_requests",
+        "executor",
+        "_on_free",
+        "_on_executed",
+        "_on_release",
+        "_finalizers",
+        "_released",
         "_executed",
     )
 

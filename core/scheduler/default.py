@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import TritonError
 from .base import Batch, Executor, Payload, admit, no_instance_error

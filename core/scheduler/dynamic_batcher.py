@@ -42,9 +42,7 @@ __all__ = ["DynamicBatcher", "shape_key"]
 def shape_key(wire: dict[str, Any], ragged: frozenset[str]) -> tuple[Any, ...]:
     """What must match for two requests to share a batch: each input's shape past the batch dim."""
     return tuple(
-        (item[0], tuple(item[2][1:]))
-        for item in sorted(wire["inputs"], key=lambda i: i[0])
-        if item[0] not in ragged
+        (item[0], tuple(item[2][1:])) for item in sorted(wire["inputs"], key=lambda i: i[0]) if item[0] not in ragged
     )
 
 
@@ -73,28 +71,17 @@ class DynamicBatcher:
         self._gather = gather
         db = config.get("dynamic_batching") or {}
         self.max_batch_size = max(1, int(config.get("max_batch_size", 0)))
-        preferred = sorted(
-            {
-                int(p)
-                for p in db.get("preferred_batch_size", [])
-                if 0 < int(p) <= self.max_batch_size
-            }
-        )
+        preferred = sorted({int(p) for p in db.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch_size})
         self.preferred = set(preferred)
         self.max_preferred = preferred[-1] if preferred else self.max_batch_size
         self.delay_ns = int(db.get("max_queue_delay_microseconds", 0)) * 1000
         self.preserve_ordering = bool(db.get("preserve_ordering", False))
-        self.ragged = frozenset(
-            str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch")
-        )
+        self.ragged = frozenset(str(i["name"]) for i in config.get("input", []) if i.get("allow_ragged_batch"))
         self.queue = PriorityQueue(
             int(db.get("priority_levels", 0)),
             int(db.get("default_priority_level", 0)),
             policy_from_config(db.get("default_queue_policy")),
-            {
-                int(k): policy_from_config(v)
-                for k, v in (db.get("priority_queue_policy") or {}).items()
-            },
+            {int(k): policy_from_config(v) for k, v in (db.get("priority_queue_policy") or {}).items()},
         )
         self._free: deque[Executor] = deque()
         self._executors: set[Executor] = set()

@@ -91,9 +91,7 @@ class PriorityQueue:
         self.default_level = default_level if 1 <= default_level <= self.levels else 1
         default_policy = default_policy or QueuePolicy()
         level_policies = level_policies or {}
-        self._policies = [
-            level_policies.get(lv, default_policy) for lv in range(1, self.levels + 1)
-        ]
+        self._policies = [level_policies.get(lv, default_policy) for lv in range(1, self.levels + 1)]
         self._queues: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
         self._delayed: list[deque[_Entry]] = [deque() for _ in range(self.levels)]
         self._size = 0

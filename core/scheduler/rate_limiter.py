@@ -65,9 +65,7 @@ def parse_resource_flag(text: str) -> tuple[str, int, int | None]:
     """
     parts = text.split(":")
     if len(parts) not in (2, 3) or not parts[0]:
-        raise ValueError(
-            f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}"
-        )
+        raise ValueError(f"--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got {text}")
     try:
         count = int(parts[1])
         device = int(parts[2]) if len(parts) == 3 else None
@@ -98,9 +96,7 @@ class RateLimiter:
         name, device = key
         best = 0
         for given_name, count, given_device in self._given:
-            if given_name == name and (
-                given_device is None or device == GLOBAL or given_device == device
-            ):
+            if given_name == name and (given_device is None or device == GLOBAL or given_device == device):
                 best = max(best, count)
         return best
 
@@ -139,8 +135,7 @@ class RateLimiter:
             if count > self._total[key]:
                 raise TritonError(
                     Code.INTERNAL,
-                    f"rate limiter: resource '{key[0]}' has {self._total[key]}, "
-                    f"an instance needs {count}",
+                    f"rate limiter: resource '{key[0]}' has {self._total[key]}, an instance needs {count}",
                 )
         if not self._waiting and self._fits(demand):
             self._start(demand, start, owner)

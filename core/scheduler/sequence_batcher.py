@@ -68,13 +68,9 @@ class SequenceHost(Protocol):
 
     path: str
 
-    def add_input(
-        self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes
-    ) -> None: ...
+    def add_input(self, payload: Payload, name: str, datatype: str, shape: list[int], data: bytes) -> None: ...
 
-    def set_state_sink(
-        self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]
-    ) -> None: ...
+    def set_state_sink(self, payload: Payload, sink: Callable[[str, str, list[int], bytes], None]) -> None: ...
 
     def null_payload(self, template: Payload) -> Payload: ...
 
@@ -93,9 +89,7 @@ class _Sequence:
         self.inflight = False  # one of its requests is executing
         #: iterative sequences: its request that runs until released (final response or rescheduled)
         self.running: Payload | None = None
-        self.state: dict[
-            str, tuple[str, list[int], bytes]
-        ] = {}  # state input name -> (datatype, shape, bytes)
+        self.state: dict[str, tuple[str, list[int], bytes]] = {}  # state input name -> (datatype, shape, bytes)
         self.bound_at = 0
 
 
@@ -134,9 +128,7 @@ class SequenceBatcher:
         self.capacity = int(oldest.get("max_candidate_sequences", 0)) or self.max_batch
         if self.strategy == "direct":
             self.capacity = self.max_batch
-        preferred = [
-            int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch
-        ]
+        preferred = [int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch]
         self.max_preferred = max(preferred) if preferred else self.max_batch
         direct = seq.get("direct") or {}
         strategy = oldest if self.strategy == "oldest" else direct
@@ -225,9 +217,7 @@ class SequenceBatcher:
         sequences = self._bound.pop(executor, [])
         self._busy.pop(executor, None)
         order = self._orders.pop(executor, None)
-        error = TritonError(
-            Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone"
-        )
+        error = TritonError(Code.UNAVAILABLE, f"model '{self._name}' instance serving the sequence is gone")
         for seq in sequences:
             if seq is None:
                 continue
@@ -490,4 +480,3 @@ class SequenceBatcher:
             if not seq.queue and not seq.inflight and now - seq.last_ns >= self.idle_ns:
                 self._release(seq)
         self._arm_reaper()
-

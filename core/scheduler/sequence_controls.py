@@ -44,9 +44,7 @@ class StateSpec:
 
     __slots__ = ("datatype", "initial", "input_name", "output_name", "shape")
 
-    def __init__(
-        self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes
-    ) -> None:
+    def __init__(self, input_name: str, output_name: str, datatype: str, shape: list[int], initial: bytes) -> None:
         self.input_name = input_name
         self.output_name = output_name
         self.datatype = datatype
@@ -66,9 +64,7 @@ def parse_controls(model_name: str, controls: list[dict[str, Any]]) -> list[Cont
             if kind == "CONTROL_SEQUENCE_CORRID":
                 dt = by_config_name(str(control.get("data_type", "TYPE_UINT64")))
                 if dt is None:
-                    raise TritonError(
-                        Code.INVALID_ARG, f"model '{model_name}': bad CORRID data type"
-                    )
+                    raise TritonError(Code.INVALID_ARG, f"model '{model_name}': bad CORRID data type")
                 out.append((str(item["name"]), kind, dt.name, None))
                 continue
             for field in _FALSE_TRUE:
@@ -107,9 +103,7 @@ def parse_state(model_name: str, st: dict[str, Any], batching: bool, model_path:
             f"model '{model_name}': state '{st.get('input_name')}' has no data type",
         )
     init = st.get("initial_state") or []
-    init = (
-        init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
-    )
+    init = init[0] if isinstance(init, list) and init else (init if isinstance(init, dict) else {})
     dims = [int(d) for d in (init.get("dims") or st.get("dims") or [])]
     shape = ([1] if batching else []) + [d if d > 0 else 1 for d in dims]
     count = int(np.prod(shape)) if shape else 1
@@ -122,9 +116,7 @@ def parse_state(model_name: str, st: dict[str, Any], batching: bool, model_path:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise TritonError(
-                Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}"
-            ) from exc
+            raise TritonError(Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}") from exc
     elif dt.is_bytes:
         data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
     else:
@@ -157,8 +149,6 @@ def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
     """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
     if datatype == "BYTES":
         return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
-    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(
-        datatype, np.uint64
-    )
+    dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(datatype, np.uint64)
     value = corr if isinstance(corr, int) else 0
     return np.array([value], dtype=dt).tobytes()

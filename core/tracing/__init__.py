@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import Code, TritonError
 from .settings import CONFIGURABLE, LEVELS, TraceSettings, parse_update, parse_value
@@ -51,7 +52,9 @@ def parse_trace_config(items: list[str], base: TraceSettings | None = None) -> t
         if not eq or not key:
             raise ValueError(f"--trace-config option format is '[<mode>,]<setting>=<value>'. Got {item}")
         if scope not in ("", "triton", "opentelemetry"):
-            raise ValueError(f"unknown trace mode '{scope}' in --trace-config {item} (expected triton or opentelemetry)")
+            raise ValueError(
+                f"unknown trace mode '{scope}' in --trace-config {item} (expected triton or opentelemetry)"
+            )
         if scope == "opentelemetry":
             otel[key] = value
             continue
@@ -67,8 +70,10 @@ def parse_trace_config(items: list[str], base: TraceSettings | None = None) -> t
             levels.append(value.upper())
         elif key in ("rate", "count", "log_frequency"):
             try:
-                settings.set("trace_" + key if key != "log_frequency" else key,
-                             parse_value("trace_" + key if key != "log_frequency" else key, value))
+                settings.set(
+                    "trace_" + key if key != "log_frequency" else key,
+                    parse_value("trace_" + key if key != "log_frequency" else key, value),
+                )
             except TritonError as exc:
                 raise ValueError(exc.message) from None
         else:
@@ -104,8 +109,12 @@ class Tracer:
         ``opentelemetry-sdk`` is not installed.
     """
 
-    def __init__(self, settings: TraceSettings, otel: dict[str, str] | None = None,
-                 known_model: Callable[[str], bool] = lambda name: True) -> None:
+    def __init__(
+        self,
+        settings: TraceSettings,
+        otel: dict[str, str] | None = None,
+        known_model: Callable[[str], bool] = lambda name: True,
+    ) -> None:
         self._startup = replace(settings, level=list(settings.level))
         self.global_settings = replace(settings, level=list(settings.level))
         self._overrides: dict[str, dict[str, Any]] = {}
@@ -123,7 +132,9 @@ class Tracer:
         elif settings.file:
             _check_writable(settings.file)
         if settings.mode == "triton" and not settings.file and settings.on:
-            log.warning("tracing is on but no trace file is given (--trace-config triton,file=PATH): traces are dropped")
+            log.warning(
+                "tracing is on but no trace file is given (--trace-config triton,file=PATH): traces are dropped"
+            )
         #: whether any request may be traced (read by the frontends per request)
         self.enabled = False
         self._refresh()
@@ -257,5 +268,3 @@ class Tracer:
 
 
 _ATTR = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count", "log_frequency": "log_frequency"}
-
-

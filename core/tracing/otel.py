@@ -24,7 +24,8 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import Code, TritonError
 from .trace import Trace
@@ -77,7 +78,8 @@ def encode_spans(spans: Sequence[Any]) -> bytes:
             trace_id=span.context.trace_id.to_bytes(16, "big"),
             span_id=span.context.span_id.to_bytes(8, "big"),
             name=span.name,
-            kind=trace_pb2.Span.SpanKind.SPAN_KIND_SERVER if span.parent is None or span.parent.is_remote
+            kind=trace_pb2.Span.SpanKind.SPAN_KIND_SERVER
+            if span.parent is None or span.parent.is_remote
             else trace_pb2.Span.SpanKind.SPAN_KIND_INTERNAL,
             start_time_unix_nano=span.start_time or 0,
             end_time_unix_nano=span.end_time or 0,
@@ -144,12 +146,14 @@ class OtlpExporter:
                 raise TritonError(Code.INVALID_ARG, f"--trace-config opentelemetry,{key} must be an integer") from None
 
         self.provider = TracerProvider(resource=Resource.create(resource))
-        self.provider.add_span_processor(BatchSpanProcessor(
-            _Exporter(),
-            max_queue_size=_int("bsp_max_queue_size", 2048),
-            schedule_delay_millis=_int("bsp_schedule_delay", 5000),
-            max_export_batch_size=_int("bsp_max_export_batch_size", 512),
-        ))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(
+                _Exporter(),
+                max_queue_size=_int("bsp_max_queue_size", 2048),
+                schedule_delay_millis=_int("bsp_schedule_delay", 5000),
+                max_export_batch_size=_int("bsp_max_export_batch_size", 512),
+            )
+        )
         self.tracer = self.provider.get_tracer("tritium")
         self.propagator = TraceContextTextMapPropagator()
         self.url = url

@@ -6,7 +6,8 @@ Called only while :attr:`~tritium.core.tracing.Tracer.enabled`; runs on the core
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..request import InferenceRequest
 from . import Tracer
@@ -17,8 +18,9 @@ __all__ = ["begin_trace", "traced_done"]
 _Done = Callable[[Any, BaseException | None], None]
 
 
-def begin_trace(tracer: Tracer, request: InferenceRequest, protocol: str, recv_start_ns: int,
-                parent: str | None = None) -> Trace | None:
+def begin_trace(
+    tracer: Tracer, request: InferenceRequest, protocol: str, recv_start_ns: int, parent: str | None = None
+) -> Trace | None:
     """Sample ``request``; when traced, stamp its receive and start times and attach the trace to it.
 
     :param protocol: ``HTTP`` or ``GRPC``.

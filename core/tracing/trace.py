@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,10 @@ def tensor_json(name: str, datatype: str, shape: Sequence[int], data: Any) -> di
     if data is not None and dt is not None:
         try:
             if dt.is_bytes:
-                values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                          for v in deserialize_bytes(bytes(data)).reshape(-1)[:MAX_TRACE_ELEMENTS]]
+                values = [
+                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                    for v in deserialize_bytes(bytes(data)).reshape(-1)[:MAX_TRACE_ELEMENTS]
+                ]
             else:
                 count = min(len(data) // dt.numpy.itemsize, MAX_TRACE_ELEMENTS) if hasattr(data, "__len__") else -1
                 values = [str(v) for v in np.frombuffer(data, dtype=dt.numpy, count=count).tolist()]
@@ -63,11 +66,32 @@ class Trace:
     :param parent: the client's W3C ``traceparent`` header, if any (OpenTelemetry mode).
     """
 
-    __slots__ = ("id", "model_name", "model_version", "request_id", "protocol", "settings",
-                 "timestamps", "tensors", "parent", "error", "expects_model", "model_done", "finisher")
+    __slots__ = (
+        "id",
+        "model_name",
+        "model_version",
+        "request_id",
+        "protocol",
+        "settings",
+        "timestamps",
+        "tensors",
+        "parent",
+        "error",
+        "expects_model",
+        "model_done",
+        "finisher",
+    )
 
-    def __init__(self, trace_id: int, model_name: str, model_version: int, request_id: str, protocol: str,
-                 settings: Any, parent: str | None = None) -> None:
+    def __init__(
+        self,
+        trace_id: int,
+        model_name: str,
+        model_version: int,
+        request_id: str,
+        protocol: str,
+        settings: Any,
+        parent: str | None = None,
+    ) -> None:
         self.id = trace_id
         self.model_name = model_name
         self.model_version = model_version
@@ -93,8 +117,9 @@ class Trace:
         if self.settings.tensors:
             self.tensors.append((activity, tensor_json(name, datatype, shape, data)))
 
-    def model_times(self, version: int, queue_ns: int, dispatch_ns: int, timings: Sequence[int] | None,
-                    done_ns: int) -> None:
+    def model_times(
+        self, version: int, queue_ns: int, dispatch_ns: int, timings: Sequence[int] | None, done_ns: int
+    ) -> None:
         """The model's part (called by the model when it accounts the request)."""
         self.model_version = version
         self.stamp("QUEUE_START", queue_ns)

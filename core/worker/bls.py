@@ -26,8 +26,9 @@ import concurrent.futures
 import itertools
 import queue
 import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,10 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BlsClient", "BlsCall", "BlsResponse", "client"]
 
-_client: "BlsClient | None" = None
+_client: BlsClient | None = None
 
 
-def client() -> "BlsClient":
+def client() -> BlsClient:
     """The BLS client of this worker process.
 
     :raises TritonError: UNAVAILABLE outside a worker process.
@@ -138,7 +139,7 @@ class BlsCall:
 class BlsClient:
     """Sends BLS requests from this worker and routes their responses back."""
 
-    def __init__(self, worker: "WorkerHost") -> None:
+    def __init__(self, worker: WorkerHost) -> None:
         self._worker = worker
         self._ids = itertools.count(1)
         self._calls: dict[int, BlsCall] = {}
@@ -173,7 +174,9 @@ class BlsClient:
         wire_inputs, blocks = [], []
         try:
             for name, datatype, array in inputs:
-                wire_inputs.append([name, datatype, [int(d) for d in array.shape], *self._place(datatype, array, blocks)])
+                wire_inputs.append(
+                    [name, datatype, [int(d) for d in array.shape], *self._place(datatype, array, blocks)]
+                )
         except BaseException:
             worker.free_blocks(blocks)
             raise

@@ -15,7 +15,8 @@ import os
 import socket
 import threading
 from collections import deque
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ..errors import TritonError
 from .protocol import MAX_FDS_PER_FRAME, FrameDecoder, encode

@@ -25,9 +25,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import Code, TritonError
 from ..model_repository.paths import escapes_root
@@ -96,8 +97,9 @@ def _unpack(archive: Path, model: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
     try:
-        progress = Progress(log, f"model '{model}': unpacking execution environment {archive.name}",
-                            archive.stat().st_size)
+        progress = Progress(
+            log, f"model '{model}': unpacking execution environment {archive.name}", archive.stat().st_size
+        )
         with open(archive, "rb") as raw, tarfile.open(fileobj=_Counting(raw, progress)) as tar:
             tar.extractall(staging, filter="data")
         progress.close()
@@ -174,9 +176,7 @@ def resolve_environment(
     raw = value.replace("$$TRITON_MODEL_DIRECTORY", str(model_path))
     path = Path(raw) if os.path.isabs(raw) else model_path / raw
     if escapes_root(repository, path):
-        raise TritonError(
-            Code.INVALID_ARG, f"model '{model}': {PARAMETER} '{value}' leaves the model repository"
-        )
+        raise TritonError(Code.INVALID_ARG, f"model '{model}': {PARAMETER} '{value}' leaves the model repository")
     if path.is_file() and path.name.endswith(_ARCHIVES):
         path = _unpack(path, model)
         entries = [p for p in path.iterdir() if not p.name.startswith(".")]

@@ -59,7 +59,7 @@ class Heartbeat:
             try:
                 await asyncio.wait_for(loop.sock_sendall(self._sock, b"."), timeout)
                 return await asyncio.wait_for(loop.sock_recv(self._sock, 64), timeout) != b""
-            except (asyncio.TimeoutError, OSError):
+            except (TimeoutError, OSError):
                 return False
 
     def close(self) -> None:

@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..backend.api import Backend, Model, ModelInstance, Request
 from ..backend.loader import find_backend_library, load_backend_module

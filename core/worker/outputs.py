@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class OutputWriter:
     the worker's arena lock.
     """
 
-    def __init__(self, worker: "WorkerHost", config: Mapping[str, Any]) -> None:
+    def __init__(self, worker: WorkerHost, config: Mapping[str, Any]) -> None:
         self.worker = worker
         self.model_name = str(config.get("name", ""))
         self.output_types: dict[str, DataType] = {}
@@ -178,8 +179,13 @@ class OutputWriter:
                     if not wanted or name in wanted:
                         wire_outputs.append(self._place(token, name, array, placed))
             except Exception as exc:
-                error = exc if isinstance(exc, TritonError) else TritonError(
-                    Code.INTERNAL, f"failed to send output of model '{self.model_name}': {type(exc).__name__}: {exc}"
+                error = (
+                    exc
+                    if isinstance(exc, TritonError)
+                    else TritonError(
+                        Code.INTERNAL,
+                        f"failed to send output of model '{self.model_name}': {type(exc).__name__}: {exc}",
+                    )
                 )
                 wire_outputs = []
                 self._free(placed)
@@ -215,9 +221,7 @@ class OutputWriter:
 
     def send_error(self, batch_id: int, index: int, error: TritonError) -> None:
         """Send a final error response for a request that never became a :class:`Request`."""
-        self.worker.channel.send(
-            [Kind.RESPONSE, batch_id, index, int(ResponseFlag.FINAL), [], error.to_wire(), None]
-        )
+        self.worker.channel.send([Kind.RESPONSE, batch_id, index, int(ResponseFlag.FINAL), [], error.to_wire(), None])
 
     def finish_batch(self, requests: Sequence[Request]) -> None:
         """Called when execute returned; nothing to do for requests still open (decoupled)."""

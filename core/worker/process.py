@@ -15,7 +15,8 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from ..errors import Code, TritonError
 from ..logging import log_manager
@@ -44,11 +45,11 @@ class WorkerExited(TritonError):
 class BlsHandler(Protocol):
     """Runs the BLS requests a worker sends (see :mod:`tritium.core.bls`)."""
 
-    def start(self, worker: "WorkerProcess", call_id: int, request: dict[str, Any]) -> None: ...
+    def start(self, worker: WorkerProcess, call_id: int, request: dict[str, Any]) -> None: ...
 
-    def release(self, worker: "WorkerProcess", call_id: int, index: int) -> None: ...
+    def release(self, worker: WorkerProcess, call_id: int, index: int) -> None: ...
 
-    def forget(self, worker: "WorkerProcess") -> None: ...
+    def forget(self, worker: WorkerProcess) -> None: ...
 
 
 class BatchSink(Protocol):
@@ -65,7 +66,7 @@ class BatchSink(Protocol):
         error: TritonError | None,
         parameters: dict[str, Any] | None,
         final: bool,
-        worker: "WorkerProcess",
+        worker: WorkerProcess,
         rescheduled: bool = False,
     ) -> None: ...
 
@@ -93,10 +94,10 @@ class WorkerProcess:
         self,
         label: str,
         pool: TensorPool,
-        on_exit: Callable[["WorkerProcess", str], None],
+        on_exit: Callable[[WorkerProcess, str], None],
         python: str = sys.executable,
         log_verbose: int = 0,
-        bls: "BlsHandler | None" = None,
+        bls: BlsHandler | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         execute_timeout_s: float = 0.0,
@@ -213,7 +214,7 @@ class WorkerProcess:
         if self._exited is not None:
             try:
                 how = await asyncio.wait_for(asyncio.shield(self._exited), timeout=2.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.kill()
         self._lost(how)
 
@@ -303,7 +304,7 @@ class WorkerProcess:
         if self._exited is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._exited), timeout=5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.kill()
                 await asyncio.shield(self._exited)
 
@@ -311,7 +312,7 @@ class WorkerProcess:
     async def _wait(self, fut: asyncio.Future[Any], timeout: float, what: str) -> Any:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.kill()
             raise TritonError(
                 Code.INTERNAL, f"model instance '{self.label}': worker did not answer {what} within {timeout:g} s"
@@ -384,8 +385,7 @@ class WorkerProcess:
         self._timers.pop(batch_id, None)
         if batch_id in self._batches and self.alive:
             self._kill_reason = (
-                f"did not finish executing within the execute timeout of {self.execute_timeout_s:g} s "
-                "and was killed"
+                f"did not finish executing within the execute timeout of {self.execute_timeout_s:g} s and was killed"
             )
             self.kill()
 

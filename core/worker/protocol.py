@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any, Iterator, NamedTuple, TypedDict
+from collections.abc import Iterator
+from typing import Any, NamedTuple, TypedDict
 
 import msgpack
 

@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     client = openai.OpenAI(base_url=args.url, api_key="unused", max_retries=0)
     try:
         stream = client.chat.completions.create(
-            model=args.model, messages=messages, max_tokens=args.max_tokens, stream=True)
+            model=args.model, messages=messages, max_tokens=args.max_tokens, stream=True
+        )
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 sys.stdout.write(chunk.choices[0].delta.content)

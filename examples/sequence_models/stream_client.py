@@ -44,9 +44,7 @@ def stream(client_module, client, sequence_id, audio: np.ndarray) -> list[float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--grpc", action="store_true", help="use gRPC (default: HTTP)")
-    parser.add_argument(
-        "--url", default=None, help="server address (default 127.0.0.1:8000, or :8001 with --grpc)"
-    )
+    parser.add_argument("--url", default=None, help="server address (default 127.0.0.1:8000, or :8001 with --grpc)")
     args = parser.parse_args()
     if args.grpc:
         import tritonclient.grpc as module
@@ -56,9 +54,7 @@ def main() -> None:
     client = module.InferenceServerClient(url)
     audio = signal(1.0)
     means = stream(module, client, "utterance-1", audio)
-    expected = np.cumsum(audio.astype(np.float64))[CHUNK - 1 :: CHUNK] / np.arange(
-        CHUNK, audio.size + 1, CHUNK
-    )
+    expected = np.cumsum(audio.astype(np.float64))[CHUNK - 1 :: CHUNK] / np.arange(CHUNK, audio.size + 1, CHUNK)
     for i, mean in enumerate(means):
         print(f"after {(i + 1) * CHUNK / SAMPLE_RATE:.1f} s: mean {mean:+.6f}")
     assert np.allclose(means, expected, rtol=0, atol=1e-12), "running means differ from numpy"

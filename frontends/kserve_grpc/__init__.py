@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError
-from ...core import hookimpl
+from ...core import Code, TritonError, hookimpl
 from .servicer import HealthServicer, InferenceServicer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,7 +111,9 @@ class GRPCFrontend:
         servicer, health = InferenceServicer(self.server), HealthServicer(self.server)
         if self.tls is not None:
             if self.transport == "native":
-                raise TritonError(Code.UNAVAILABLE, "gRPC: the native transport does not serve TLS; use transport = \"auto\"")
+                raise TritonError(
+                    Code.UNAVAILABLE, 'gRPC: the native transport does not serve TLS; use transport = "auto"'
+                )
             from .aio_transport import AioTransport
             from .tls import server_credentials
 

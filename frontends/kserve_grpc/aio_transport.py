@@ -36,7 +36,11 @@ def checked_handlers(servicer: Any) -> grpc.GenericRpcHandler:
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
 
-        async def call(raw: bytes, context: Any, behaviour: Any = getattr(servicer, method.name), cls: Any = request_class) -> Any:
+        behaviour_of_method = getattr(servicer, method.name)
+
+        async def call(
+            raw: bytes, context: Any, behaviour: Any = behaviour_of_method, cls: Any = request_class
+        ) -> Any:  # the defaults bind this method's behaviour and class
             try:
                 request = cls.FromString(raw)
             except DecodeError as exc:

@@ -18,18 +18,24 @@ Python loop runs. Typed ``contents`` are converted with numpy.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ...core import Code, TritonError
-from ...core import CudaRef
-from ...core import ShmRef
-from ...core import InferenceRequest, InferInput, RequestedOutput
-from ...core import InferenceResponse
-from ...core import serialize_bytes
-from ...core import by_name
+from ...core import (
+    Code,
+    CudaRef,
+    InferenceRequest,
+    InferenceResponse,
+    InferInput,
+    RequestedOutput,
+    ShmRef,
+    TritonError,
+    by_name,
+    serialize_bytes,
+)
 from ...proto import grpc_service_pb2 as pb
 from .wire import LARGE, NATIVE_SPLIT, raw_output_parts, split_raw_inputs
 
@@ -120,9 +126,7 @@ def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, An
                 )
         elif key in ("sequence_start", "sequence_end"):
             if which != "bool_param":
-                raise TritonError(
-                    Code.INVALID_ARG, f"invalid value type for '{key}' parameter, expected bool_param."
-                )
+                raise TritonError(Code.INVALID_ARG, f"invalid value type for '{key}' parameter, expected bool_param.")
         elif key == "priority":
             if which == "int64_param":
                 if param.int64_param < 0:
@@ -134,9 +138,7 @@ def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, An
                 )
         elif key == "timeout":
             if which != "int64_param":
-                raise TritonError(
-                    Code.INVALID_ARG, "invalid value type for 'timeout' parameter, expected int64_param."
-                )
+                raise TritonError(Code.INVALID_ARG, "invalid value type for 'timeout' parameter, expected int64_param.")
         elif key.startswith("triton_"):
             if key != "triton_enable_empty_final_response":
                 raise TritonError(
@@ -341,9 +343,7 @@ def _convert(
                     Code.INVALID_ARG, "invalid value type for 'classification' parameter, expected int64_param"
                 )
             if cls.int64_param <= 0:
-                raise TritonError(
-                    Code.INVALID_ARG, "invalid value for 'classification' parameter, expected >= 0"
-                )
+                raise TritonError(Code.INVALID_ARG, "invalid value for 'classification' parameter, expected >= 0")
             params["classification"] = cls.int64_param & 0xFFFFFFFF  # Triton keeps a uint32
         outputs.append(RequestedOutput(out.name, params, ref))
     return InferenceRequest(model_name, version, request.id, inputs, outputs, parameters)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -31,9 +32,9 @@ from google.protobuf.message import DecodeError
 from ...core import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
+from ..base import DETAILS_CHARS, grpc_status
 from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
-from ..base import DETAILS_CHARS, grpc_status
 from .servicer import HealthServicer, InferenceServicer
 from .transport import Transport
 
@@ -213,7 +214,7 @@ class _Stream:
                 try:
                     yield self.request.FromString(payload)
                 except DecodeError as exc:
-                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {self.request.__name__}: {exc}")
+                    raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {self.request.__name__}: {exc}") from exc
             elif self._ended:
                 return
             else:

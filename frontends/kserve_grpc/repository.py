@@ -51,7 +51,7 @@ def load_parameters(request: pb.RepositoryModelLoadRequest) -> tuple[str | None,
                 raise TritonError(
                     Code.INVALID_ARG, f"invalid value type for load parameter '{key}', expected bytes_param."
                 )
-            files[key[len(_FILE):]] = param.bytes_param
+            files[key[len(_FILE) :]] = param.bytes_param
         else:
             raise TritonError(Code.INVALID_ARG, f"unrecognized load parameter '{key}'.")
     return config, files
@@ -103,5 +103,3 @@ class RepositoryServicerMixin:
         except TritonError as exc:
             return _fail(context, exc, pb.RepositoryModelUnloadResponse())
         return pb.RepositoryModelUnloadResponse()
-
-

@@ -13,7 +13,8 @@ asks :func:`refusal` before it dispatches a call.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import grpc
 

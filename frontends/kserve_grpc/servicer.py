@@ -16,32 +16,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
 
-from ...core import Code, TritonError, clip
-from ...core import InferenceRequest
-from ...core import InferenceResponse
-from ...core import begin_trace, traced_done
+from ...core import Code, InferenceRequest, InferenceResponse, TritonError, begin_trace, clip, traced_done
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
 from ..base import DETAILS_CHARS, grpc_status
-from .repository import RepositoryServicerMixin
-from .shared_memory import SharedMemoryRpcs
-from .trace_logging import TraceLoggingRpcs
 from .codec import (
+    infer_response_parts,
     model_metadata_to_proto,
+    parse_infer_request,
     parse_version,
     stream_error,
     stream_skips,
-    parse_infer_request,
-    infer_response_parts,
     to_infer_request,
     to_stream_response,
 )
+from .repository import RepositoryServicerMixin
+from .shared_memory import SharedMemoryRpcs
+from .trace_logging import TraceLoggingRpcs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...core import InferenceServer
@@ -151,9 +149,7 @@ class InferenceServicer(
         json_format.ParseDict(config, response.config, ignore_unknown_fields=True)
         return response
 
-    async def ModelStatistics(
-        self, request: pb.ModelStatisticsRequest, context: Any
-    ) -> pb.ModelStatisticsResponse:
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Any) -> pb.ModelStatisticsResponse:
         try:
             stats = self.server.statistics(request.name, parse_version(request.version))
         except TritonError as exc:
@@ -195,7 +191,7 @@ class InferenceServicer(
         try:
             request, raws = parse_infer_request(data)
             core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
-            answer: Any = lambda response, error: _answer_infer(reply, response, error)
+            answer: Any = lambda response, error: _answer_infer(reply, response, error)  # noqa: E731
             if recv_ns:  # the trace extension is on: sample this request
                 trace = begin_trace(tracer, core_request, "GRPC", recv_ns)
                 if trace is not None:
@@ -228,7 +224,9 @@ class InferenceServicer(
             if not reader.done():
                 reader.cancel()
 
-    async def _read_stream(self, request_iterator: AsyncIterator[pb.ModelInferRequest], out: asyncio.Queue[Any]) -> None:
+    async def _read_stream(
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], out: asyncio.Queue[Any]
+    ) -> None:
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[None]] = set()
         turn: asyncio.Future[None] = loop.create_future()
@@ -300,9 +298,7 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
         status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if self.server.ready
-            else health_pb2.HealthCheckResponse.NOT_SERVING
+            health_pb2.HealthCheckResponse.SERVING if self.server.ready else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         return health_pb2.HealthCheckResponse(status=status)
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from ...core import Code, TritonError
-from ...core import TlsFiles
+from ...core import Code, TlsFiles, TritonError
 
 __all__ = ["server_credentials"]
 

@@ -10,7 +10,8 @@ a bad value is INVALID_ARGUMENT with Triton's message, ``trace_file`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ...core import TritonError
 from ...proto import grpc_service_pb2 as pb
@@ -81,12 +82,17 @@ class TraceLoggingRpcs:
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
         tracer = self.server.tracer
         if request.settings:
-            return _answer(context, pb.TraceSettingResponse(),
-                           lambda: _trace_response(tracer.update(request.model_name, _trace_update(request))))
+            return _answer(
+                context,
+                pb.TraceSettingResponse(),
+                lambda: _trace_response(tracer.update(request.model_name, _trace_update(request))),
+            )
         return _answer(context, pb.TraceSettingResponse(), lambda: _trace_response(tracer.settings(request.model_name)))
 
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
         manager = self.server.logging
         if request.settings:
-            return _answer(context, pb.LogSettingsResponse(), lambda: _log_response(manager.update(_log_update(request))))
+            return _answer(
+                context, pb.LogSettingsResponse(), lambda: _log_response(manager.update(_log_update(request)))
+            )
         return _log_response(manager.settings())

@@ -9,7 +9,8 @@ server) and :class:`.aio_transport.AioTransport` (grpc.aio).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .servicer import HealthServicer, InferenceServicer
 

@@ -19,7 +19,7 @@ but no Python loop over the client's bytes on the event loop).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...core import Code, TritonError
 

@@ -10,7 +10,8 @@ JSON text as Triton reads and writes it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...core import hookimpl
 from .app import HTTPFrontend, create_router, frontend_from_options

@@ -14,15 +14,15 @@ import asyncio
 import logging
 import mmap
 import signal
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError
-from ...core import InferenceServer
+from ...core import Code, InferenceServer, TritonError
 from .body import body_too_large
 from .connection import HttpConnection
-from .messages import HttpRequest, HttpResponse
 from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
+from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
 from .router import METHOD_NOT_ALLOWED, NOT_FOUND, Router
 from .routes import add_routes

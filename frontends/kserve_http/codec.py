@@ -22,19 +22,28 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from ...core import Code, TritonError, clip
-from ...core import CudaRef
-from ...core import ShmRef
-from ...core import InferenceRequest, InferInput, RequestedOutput
-from ...core import InferenceResponse
-from ...core import deserialize_bytes, serialize_bytes
-from ...core import by_config_name, by_name
+from ...core import (
+    Code,
+    CudaRef,
+    InferenceRequest,
+    InferenceResponse,
+    InferInput,
+    RequestedOutput,
+    ShmRef,
+    TritonError,
+    by_config_name,
+    by_name,
+    clip,
+    deserialize_bytes,
+    serialize_bytes,
+)
 from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
 from .plain import plain_request
 
@@ -104,7 +113,6 @@ class OutputPlan:
         return self.binary.get(name, self.default_binary)
 
 
-
 _ATOI = re.compile(r"\s*([+-]?\d+)")  # the prefix C atoi reads
 
 
@@ -125,9 +133,7 @@ def header_length(value: str | None, content_length: int) -> int:
         digits = match.group(1)[:13] if match else "0"
         parsed = max(min(int(digits), 2**31 - 1), -(2**31))
     if parsed < 0 or parsed > content_length:
-        raise _invalid(
-            f"inference header size should be in range (0, {content_length}), got: {clip(value)}"
-        )
+        raise _invalid(f"inference header size should be in range (0, {content_length}), got: {clip(value)}")
     return parsed
 
 
@@ -170,16 +176,12 @@ def _request_parameters(root: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
                 raise _malformed(f"Unable to parse '{key}': {_NOT_UINT}")
         elif key.startswith("triton_"):
             raise _invalid(
-                "parameter keys starting with 'triton_' are reserved for Triton usage and should "
-                "not be specified."
+                "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."
             )
         elif kind is int and not _INT64_MIN <= value <= _INT64_MAX:
             value = float(value)  # RapidJSON holds an integer beyond int64 as a double
         elif kind not in (str, int, bool, float):
-            raise _invalid(
-                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or "
-                "'string'."
-            )
+            raise _invalid(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         out[key] = value
     return out, binary_output
 
@@ -251,8 +253,7 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
         return serialize_bytes(items)  # type: ignore[return-value]
     if datatype in ("FP16", "BF16"):
         raise _invalid(
-            f"receiving {datatype} data via JSON is not supported. Please use the binary data "
-            f"format for input {name}"
+            f"receiving {datatype} data via JSON is not supported. Please use the binary data format for input {name}"
         )
     if by_name(datatype) is None:
         raise _invalid(f"invalid datatype for input {name}")
@@ -362,8 +363,7 @@ def _inputs(
             if size > end - offset:
                 missing = size - (end - offset)
                 raise _invalid(
-                    f"unexpected size for input '{name}', expecting {missing} additional bytes "
-                    f"for model '{model_name}'"
+                    f"unexpected size for input '{name}', expecting {missing} additional bytes for model '{model_name}'"
                 )
             data = body[offset : offset + size]
             at = offset
@@ -386,9 +386,7 @@ def _inputs(
     return inputs
 
 
-def _outputs(
-    root: Mapping[str, Any], plan: OutputPlan, regions: RegionResolver | None
-) -> list[RequestedOutput]:
+def _outputs(root: Mapping[str, Any], plan: OutputPlan, regions: RegionResolver | None) -> list[RequestedOutput]:
     if "outputs" not in root:
         return []
     items = root["outputs"]
@@ -499,10 +497,7 @@ def raw_infer_request(
     data: bytes | memoryview = body
     if dtype.is_bytes:
         if dynamic != -1 or count != 1:
-            raise _invalid(
-                f"{prefix}For BYTE datatype raw input '{spec['name']}', the model must have "
-                "input shape [1]"
-            )
+            raise _invalid(f"{prefix}For BYTE datatype raw input '{spec['name']}', the model must have input shape [1]")
         data = _LEN.pack(len(body)) + bytes(body)
     else:
         if dynamic != -1:
@@ -546,8 +541,7 @@ def _json_data(name: str, datatype: str, shape: list[int], data: memoryview | by
         return strings_json([b.decode("utf-8", "surrogateescape") for b in items])
     if datatype in ("FP16", "BF16"):
         raise _invalid(
-            f"sending {datatype} data via JSON is not supported. Please use the binary data "
-            "format for output"
+            f"sending {datatype} data via JSON is not supported. Please use the binary data format for output"
         )
     dtype = by_name(datatype)
     if dtype is None:
@@ -598,7 +592,10 @@ def render_infer_response(response: InferenceResponse, plan: OutputPlan, json_li
     :raises TritonError: INVALID_ARG for an FP16/BF16 output asked as JSON,
         INTERNAL for an output whose bytes do not match its shape.
     """
-    head = [f'{{"id":{encode(response.id)},' if response.id else "{", _model_json(response.model_name, response.model_version)]
+    head = [
+        f'{{"id":{encode(response.id)},' if response.id else "{",
+        _model_json(response.model_name, response.model_version),
+    ]
     if response.parameters:
         parameters = dumps(response.parameters).decode("utf-8", "surrogateescape")
         head.append(f',"parameters":{parameters}')

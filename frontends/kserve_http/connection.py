@@ -50,7 +50,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httptools
 
@@ -221,7 +222,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         end = self._head.find(HEAD_END, max(0, self._scan - 3), self._filled)
         if end < 0:
             if self._filled >= MAX_HEAD_BYTES:
-                self._fail(431, "request header fields are larger than the limit of %d bytes" % MAX_HEAD_BYTES)
+                self._fail(431, f"request header fields are larger than the limit of {MAX_HEAD_BYTES} bytes")
             elif self._eof:
                 self._close()
             else:
@@ -506,7 +507,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Answer a request that cannot be read with ``status`` and close the connection."""
         self._keep_alive = False
         self._free_body()
-        body = ('{"error":%s}' % json_string(message)).encode()
+        body = ('{"error":' + json_string(message) + "}").encode()
         self._respond_now(HttpResponse(status, body))
 
     def _pause_reading(self) -> None:
@@ -583,4 +584,3 @@ class HttpConnection(asyncio.BufferedProtocol):
             return True
         self._keep_alive = False
         return False
-

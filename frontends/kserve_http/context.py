@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...core import Code, TritonError
-from ...core import InferenceServer
+from ...core import Code, InferenceServer, TritonError
 from . import codec
 from .body import error_status
 from .messages import HttpRequest, HttpResponse
@@ -39,7 +38,7 @@ class Inflight:
         """Wait up to ``timeout`` seconds for no request in flight; return whether that happened."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 

@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
-from ...core import Code, TritonError
-from ...core import InferenceRequest, InferInput
-from ...core import InferenceResponse
-from ...core import by_config_name
+from ...core import Code, InferenceRequest, InferenceResponse, InferInput, TritonError, by_config_name
 from .. import sse
 from . import codec
 from ._rapidjson import encode, to_bytes
-from .messages import HttpRequest, HttpResponse, HttpStreamResponse
 from .context import EndpointContext, error_response, url_version
+from .messages import HttpRequest, HttpResponse, HttpStreamResponse
 
 log = logging.getLogger("tritium.http")
 
@@ -86,7 +84,9 @@ def _load(body: memoryview | bytes) -> _Object:
             raise _invalid(exc) from None
         raise
     except RecursionError:
-        raise TritonError(Code.INVALID_ARG, "failed to parse the request JSON buffer: the document is nested too deeply") from None
+        raise TritonError(
+            Code.INVALID_ARG, "failed to parse the request JSON buffer: the document is nested too deeply"
+        ) from None
     if not isinstance(root, _Object):
         raise TritonError(Code.INVALID_ARG, _NOT_OBJECT)
     return root
@@ -102,7 +102,9 @@ def _shape(name: str, dims: list[int], count: int, batched: bool) -> list[int]:
     if -1 in dims:
         last = len(dims) - 1 - dims[::-1].index(-1)
         if known == 0 or count % known:
-            raise TritonError(Code.INVALID_ARG, f"The schema can not convert input '{name}' to tensor with proper shape")
+            raise TritonError(
+                Code.INVALID_ARG, f"The schema can not convert input '{name}' to tensor with proper shape"
+            )
         shape = [1 if d == -1 else d for d in dims]
         shape[last] = count // known
     elif known != count:
@@ -110,7 +112,9 @@ def _shape(name: str, dims: list[int], count: int, batched: bool) -> list[int]:
     return [1, *shape] if batched else shape
 
 
-def parse_generate_request(body: memoryview | bytes, name: str, version: str, config: dict[str, Any]) -> InferenceRequest:
+def parse_generate_request(
+    body: memoryview | bytes, name: str, version: str, config: dict[str, Any]
+) -> InferenceRequest:
     """The inference request of a generate body for the model of ``config`` (its JSON form).
 
     :raises TritonError: INVALID_ARG for a body that is not a JSON object, a repeated key,
@@ -119,7 +123,9 @@ def parse_generate_request(body: memoryview | bytes, name: str, version: str, co
     """
     root = _load(body)
     if root.repeated is not None and any(i["name"] == root.repeated for i in config.get("input", [])):
-        raise TritonError(Code.INVALID_ARG, f"[request id: <id_unknown>] input '{root.repeated}' already exists in request")
+        raise TritonError(
+            Code.INVALID_ARG, f"[request id: <id_unknown>] input '{root.repeated}' already exists in request"
+        )
     specs = {str(item["name"]): item for item in config.get("input", [])}
     batched = int(config.get("max_batch_size", 0) or 0) > 0
     inputs: list[InferInput] = []
@@ -137,7 +143,9 @@ def parse_generate_request(body: memoryview | bytes, name: str, version: str, co
         assert dt is not None  # the config was normalized
         shape = _shape(key, [int(d) for d in spec.get("dims", [])], len(values), batched)
         if any(type(v) in (list, dict, _Object) for v in values):
-            raise TritonError(Code.INVALID_ARG, "Unable to parse 'data': Shape does not match true shape of 'data' field")
+            raise TritonError(
+                Code.INVALID_ARG, "Unable to parse 'data': Shape does not match true shape of 'data' field"
+            )
         try:
             data = codec._json_tensor(key, dt.name, values, len(values))
         except TritonError as exc:

@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Protocol
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
 __all__ = ["HttpRequest", "HttpResponse", "HttpStreamResponse", "Dispatcher"]
 
 
-def _unset(response: "HttpResponse") -> None:
+def _unset(response: HttpResponse) -> None:
     raise RuntimeError("the request is not being answered by a connection")
 
 
@@ -41,7 +42,7 @@ class HttpRequest:
         self.body_block: Any = None
         self.route: Any = None
         #: answers the request (exactly once): for a handler that answers later, from a callback
-        self.respond: Callable[["HttpResponse"], None] = _unset
+        self.respond: Callable[[HttpResponse], None] = _unset
 
 
 class HttpResponse:

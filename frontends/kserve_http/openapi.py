@@ -21,15 +21,35 @@ __all__ = ["OPENAPI_PATH", "document", "add_openapi_route"]
 OPENAPI_PATH = "/v2/openapi.json"
 
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
-_PARAMETERS = {"type": "object", "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}}
+_PARAMETERS = {
+    "type": "object",
+    "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
+}
 _TENSOR = {
     "type": "object",
     "required": ["name", "shape", "datatype"],
     "properties": {
         "name": {"type": "string"},
         "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-        "datatype": {"type": "string", "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
-                                                 "INT64", "FP16", "FP32", "FP64", "BYTES", "BF16"]},
+        "datatype": {
+            "type": "string",
+            "enum": [
+                "BOOL",
+                "UINT8",
+                "UINT16",
+                "UINT32",
+                "UINT64",
+                "INT8",
+                "INT16",
+                "INT32",
+                "INT64",
+                "FP16",
+                "FP32",
+                "FP64",
+                "BYTES",
+                "BF16",
+            ],
+        },
         "parameters": _PARAMETERS,
         "data": {"type": "array"},
     },
@@ -41,29 +61,49 @@ _INFER_REQUEST = {
         "id": {"type": "string"},
         "parameters": _PARAMETERS,
         "inputs": {"type": "array", "items": _TENSOR},
-        "outputs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-            "name": {"type": "string"}, "parameters": _PARAMETERS}}},
+        "outputs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "parameters": _PARAMETERS},
+            },
+        },
     },
 }
 _INFER_RESPONSE = {
     "type": "object",
     "properties": {
-        "model_name": {"type": "string"}, "model_version": {"type": "string"}, "id": {"type": "string"},
-        "parameters": _PARAMETERS, "outputs": {"type": "array", "items": _TENSOR},
+        "model_name": {"type": "string"},
+        "model_version": {"type": "string"},
+        "id": {"type": "string"},
+        "parameters": _PARAMETERS,
+        "outputs": {"type": "array", "items": _TENSOR},
     },
 }
 _REGISTER = {
     "type": "object",
-    "properties": {"key": {"type": "string"}, "offset": {"type": "integer", "minimum": 0},
-                   "byte_size": {"type": "integer", "minimum": 0}},
+    "properties": {
+        "key": {"type": "string"},
+        "offset": {"type": "integer", "minimum": 0},
+        "byte_size": {"type": "integer", "minimum": 0},
+    },
 }
 _CUDA_REGISTER = {
     "type": "object",
-    "properties": {"raw_handle": {"type": "object", "properties": {"b64": {"type": "string"}}},
-                   "device_id": {"type": "integer", "minimum": 0}, "byte_size": {"type": "integer", "minimum": 0}},
+    "properties": {
+        "raw_handle": {"type": "object", "properties": {"b64": {"type": "string"}}},
+        "device_id": {"type": "integer", "minimum": 0},
+        "byte_size": {"type": "integer", "minimum": 0},
+    },
 }
 _NAME = {"name": "model_name", "in": "path", "required": True, "schema": {"type": "string"}}
-_VERSION = {"name": "model_version", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9]+$"}}
+_VERSION = {
+    "name": "model_version",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
 _REGION = {"name": "region_name", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
@@ -80,8 +120,13 @@ def _answers(ok: dict[str, Any] | None = None, *errors: int) -> dict[str, Any]:
     return out
 
 
-def _operation(summary: str, parameters: list[dict[str, Any]], ok: dict[str, Any] | None = None,
-               body: dict[str, Any] | None = None, errors: tuple[int, ...] = (400, 404)) -> dict[str, Any]:
+def _operation(
+    summary: str,
+    parameters: list[dict[str, Any]],
+    ok: dict[str, Any] | None = None,
+    body: dict[str, Any] | None = None,
+    errors: tuple[int, ...] = (400, 404),
+) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "parameters": parameters, "responses": _answers(ok, *errors)}
     if body is not None:
         op["requestBody"] = body
@@ -90,15 +135,23 @@ def _operation(summary: str, parameters: list[dict[str, Any]], ok: dict[str, Any
 
 def _model_paths() -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    for base, params in (("/v2/models/{model_name}", [_NAME]), ("/v2/models/{model_name}/versions/{model_version}", [_NAME, _VERSION])):
+    for base, params in (
+        ("/v2/models/{model_name}", [_NAME]),
+        ("/v2/models/{model_name}/versions/{model_version}", [_NAME, _VERSION]),
+    ):
         paths[base] = {"get": _operation("model metadata", params, {"type": "object"})}
         paths[base + "/ready"] = {"get": _operation("model readiness (empty body)", params)}
         paths[base + "/config"] = {"get": _operation("model configuration", params, {"type": "object"})}
         paths[base + "/stats"] = {"get": _operation("model statistics", params, {"type": "object"})}
-        paths[base + "/infer"] = {"post": _operation(
-            "inference (JSON; Triton's binary extension adds Inference-Header-Content-Length)", params,
-            _INFER_RESPONSE, _json_body(_INFER_REQUEST), (400, 404, 413, 415, 503),
-        )}
+        paths[base + "/infer"] = {
+            "post": _operation(
+                "inference (JSON; Triton's binary extension adds Inference-Header-Content-Length)",
+                params,
+                _INFER_RESPONSE,
+                _json_body(_INFER_REQUEST),
+                (400, 404, 413, 415, 503),
+            )
+        }
     return paths
 
 
@@ -110,23 +163,46 @@ def document() -> dict[str, Any]:
         "/v2/health/ready": {"get": _operation("readiness (empty body)", [], errors=())},
         "/v2/models/stats": {"get": _operation("statistics of every model", [], {"type": "object"})},
         **_model_paths(),
-        "/v2/repository/index": {"post": _operation(
-            "model repository index", [], {"type": "array"},
-            _json_body({"type": "object", "properties": {"ready": {"type": "boolean"}}}, required=False), (400,),
-        )},
-        "/v2/repository/models/{model_name}/unload": {"post": _operation(
-            "unload a model", [_NAME], None,
-            _json_body({"type": "object", "properties": {"parameters": {"type": "object", "properties": {
-                "unload_dependents": {"type": "boolean"}}}}}, required=False), (400, 404, 503),
-        )},
+        "/v2/repository/index": {
+            "post": _operation(
+                "model repository index",
+                [],
+                {"type": "array"},
+                _json_body({"type": "object", "properties": {"ready": {"type": "boolean"}}}, required=False),
+                (400,),
+            )
+        },
+        "/v2/repository/models/{model_name}/unload": {
+            "post": _operation(
+                "unload a model",
+                [_NAME],
+                None,
+                _json_body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "parameters": {"type": "object", "properties": {"unload_dependents": {"type": "boolean"}}}
+                        },
+                    },
+                    required=False,
+                ),
+                (400, 404, 503),
+            )
+        },
     }
     for kind, register in (("systemsharedmemory", _REGISTER), ("cudasharedmemory", _CUDA_REGISTER)):
         base = f"/v2/{kind}"
         paths[base + "/status"] = {"get": _operation(f"{kind} regions", [], {"type": "array"})}
         paths[base + "/region/{region_name}/status"] = {"get": _operation("one region", [_REGION], {"type": "array"})}
-        paths[base + "/region/{region_name}/register"] = {"post": _operation(
-            "register a region", [_REGION], None, _json_body(register), (400, 404, 409),
-        )}
+        paths[base + "/region/{region_name}/register"] = {
+            "post": _operation(
+                "register a region",
+                [_REGION],
+                None,
+                _json_body(register),
+                (400, 404, 409),
+            )
+        }
         paths[base + "/unregister"] = {"post": _operation("unregister every region", [])}
         paths[base + "/region/{region_name}/unregister"] = {"post": _operation("unregister a region", [_REGION])}
     return {

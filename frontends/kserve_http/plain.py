@@ -93,7 +93,15 @@ def plain_request(
         if size > end - offset:
             return None
         inputs.append(
-            InferInput(item.name, item.datatype, item.shape, body[offset : offset + size], {"binary_data_size": size}, None, offset)
+            InferInput(
+                item.name,
+                item.datatype,
+                item.shape,
+                body[offset : offset + size],
+                {"binary_data_size": size},
+                None,
+                offset,
+            )
         )
         offset += size
     if offset != end or len({i.name for i in inputs}) != len(inputs):

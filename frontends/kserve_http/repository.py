@@ -101,7 +101,7 @@ def _load_parameters(body: Any) -> tuple[str | None, dict[str, bytes]]:
             if not isinstance(value, str):
                 raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-string as string")
             try:
-                files[key[len(_FILE):]] = base64.b64decode(value, validate=True)
+                files[key[len(_FILE) :]] = base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError):
                 raise TritonError(Code.INVALID_ARG, f"failed to decode the base64 contents of '{key}'") from None
         else:

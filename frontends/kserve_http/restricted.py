@@ -34,7 +34,6 @@ _GROUPS = (
 )
 
 
-
 def api_group(path: str) -> str | None:
     """The restricted-API group of a URL path (None: not in any group)."""
     for pattern, group in _GROUPS:
@@ -55,5 +54,5 @@ def restriction_error(restrictions: dict[str, tuple[str, str]], request: HttpReq
     header, value = rule
     if request.headers.get(header.lower()) == value:
         return None
-    body = '{"error":"This API is restricted, expecting header \'%s\'"}' % header
+    body = '{"error":"This API is restricted, expecting header \'' + header + "'\"}"
     return HttpResponse(403, body.encode(), content_type="text/plain; charset=utf-8")

@@ -12,8 +12,9 @@ URLs first: they are the hot path). Runs on the core's event loop.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import unquote
-from typing import Any, Awaitable, Callable, Union
 
 from .messages import HttpRequest, HttpResponse
 
@@ -25,7 +26,7 @@ CONTROL_BODY_BYTES = 64 * 1024
 
 #: a handler gets the endpoint's context and the request; it answers now (a response), from a
 #: coroutine, or later through ``request.respond`` (it returns None)
-Handler = Callable[[Any, HttpRequest], Union[HttpResponse, Awaitable[HttpResponse], None]]
+Handler = Callable[[Any, HttpRequest], HttpResponse | Awaitable[HttpResponse] | None]
 
 NOT_FOUND = HttpResponse(404, b'{"error":"Not Found"}')
 METHOD_NOT_ALLOWED = HttpResponse(405, b'{"error":"Method Not Allowed"}')

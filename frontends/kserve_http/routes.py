@@ -20,15 +20,13 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core import Code, TritonError
-from ...core import InferenceRequest
-from ...core import InferenceResponse
-from ...core import begin_trace, traced_done
+from ...core import Code, InferenceRequest, InferenceResponse, TritonError, begin_trace, traced_done
 from . import codec
-from .context import EndpointContext, error_response, url_version as _version
 from .body import BodyTooLarge, UnsupportedEncoding
-from .messages import HttpRequest, HttpResponse
+from .context import EndpointContext, error_response
+from .context import url_version as _version
 from .generate import generate, generate_stream
+from .messages import HttpRequest, HttpResponse
 from .openapi import add_openapi_route
 from .repository import add_repository_routes
 from .router import Router
@@ -204,7 +202,9 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
         size = len(request.body)
         if size > OFFLOAD_COMPRESSED_BYTES and (
             encoding is not None
-            or (size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES)
+            or (
+                size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES
+            )
         ):
             _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version, recv_ns))
             return None

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...core import Code, TritonError
 from . import codec

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 
-from ...core import Code, TritonError
-from ...core import TlsFiles
+from ...core import Code, TlsFiles, TritonError
 
 log = logging.getLogger("tritium.http")
 
@@ -33,7 +32,9 @@ def ssl_context(tls: TlsFiles) -> ssl.SSLContext:
         try:
             context.load_verify_locations(cafile=tls.root)
         except (OSError, ssl.SSLError) as exc:
-            raise TritonError(Code.INVALID_ARG, f"HTTP TLS: cannot read the root certificate {tls.root}: {exc}") from None
+            raise TritonError(
+                Code.INVALID_ARG, f"HTTP TLS: cannot read the root certificate {tls.root}: {exc}"
+            ) from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
 

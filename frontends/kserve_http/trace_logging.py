@@ -15,8 +15,8 @@ from typing import Any
 
 from ...core import Code, TritonError
 from . import codec
-from .messages import HttpRequest, HttpResponse
 from .context import EndpointContext, error_response
+from .messages import HttpRequest, HttpResponse
 from .router import CONTROL_BODY_BYTES, Router
 
 __all__ = ["add_trace_logging_routes"]
@@ -64,8 +64,11 @@ def logging_setting(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
 
 def add_trace_logging_routes(router: Router) -> None:
     """Register the trace and logging routes."""
-    for path in ("/v2/trace/setting", "/v2/models/{model}/trace/setting",
-                 "/v2/models/{model}/versions/{version}/trace/setting"):
+    for path in (
+        "/v2/trace/setting",
+        "/v2/models/{model}/trace/setting",
+        "/v2/models/{model}/versions/{version}/trace/setting",
+    ):
         router.add(path, "GET", trace_setting)
         router.add(path, "POST", trace_setting, max_body=CONTROL_BODY_BYTES)
     router.add("/v2/logging", "GET", logging_setting)

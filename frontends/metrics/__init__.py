@@ -10,7 +10,8 @@ gauges of shared-memory arena use and instance restarts.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 

@@ -8,7 +8,8 @@ writer renames every counter ``<name>_total``, while Triton's counters
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import Metric
 
@@ -19,14 +20,49 @@ __all__ = ["TritiumCollector", "render"]
 
 _COUNTERS = (
     # name, help, stats key ("count" of a duration or a plain attribute), scale
-    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", ("success", "count"), 1),
+    (
+        "nv_inference_request_success",
+        "Number of successful inference requests, all batch sizes",
+        ("success", "count"),
+        1,
+    ),
     ("nv_inference_count", "Number of inferences performed (does not include cached requests)", "inference_count", 1),
-    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", "execution_count", 1),
-    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", ("success", "ns"), 1000),
-    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", ("queue", "ns"), 1000),
-    ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", ("compute_input", "ns"), 1000),
-    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", ("compute_infer", "ns"), 1000),
-    ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", ("compute_output", "ns"), 1000),
+    (
+        "nv_inference_exec_count",
+        "Number of model executions performed (does not include cached requests)",
+        "execution_count",
+        1,
+    ),
+    (
+        "nv_inference_request_duration_us",
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+        ("success", "ns"),
+        1000,
+    ),
+    (
+        "nv_inference_queue_duration_us",
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+        ("queue", "ns"),
+        1000,
+    ),
+    (
+        "nv_inference_compute_input_duration_us",
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
+        ("compute_input", "ns"),
+        1000,
+    ),
+    (
+        "nv_inference_compute_infer_duration_us",
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        ("compute_infer", "ns"),
+        1000,
+    ),
+    (
+        "nv_inference_compute_output_duration_us",
+        "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        ("compute_output", "ns"),
+        1000,
+    ),
 )
 _FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 _CACHE = (
@@ -34,17 +70,43 @@ _CACHE = (
     ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit", "count", 1),
     ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit", "ns", 1000),
     ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss", "count", 1),
-    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds", "cache_miss", "ns", 1000),
+    (
+        "nv_cache_miss_duration_per_model",
+        "Total cache miss (insert+lookup) duration per model, in microseconds",
+        "cache_miss",
+        "ns",
+        1000,
+    ),
 )
 
 
 _SUMMARIES = (
     # name, help, LatencySummaries kind (Triton's summary families, with summary_latencies=true)
-    ("nv_inference_request_summary_us", "Summary of inference request duration in microseconds (includes cached requests)", "request"),
-    ("nv_inference_queue_summary_us", "Summary of inference queuing duration in microseconds (includes cached requests)", "queue"),
-    ("nv_inference_compute_input_summary_us", "Summary of compute input duration in microseconds (does not include cached requests)", "compute_input"),
-    ("nv_inference_compute_infer_summary_us", "Summary of compute inference duration in microseconds (does not include cached requests)", "compute_infer"),
-    ("nv_inference_compute_output_summary_us", "Summary of inference compute output duration in microseconds (does not include cached requests)", "compute_output"),
+    (
+        "nv_inference_request_summary_us",
+        "Summary of inference request duration in microseconds (includes cached requests)",
+        "request",
+    ),
+    (
+        "nv_inference_queue_summary_us",
+        "Summary of inference queuing duration in microseconds (includes cached requests)",
+        "queue",
+    ),
+    (
+        "nv_inference_compute_input_summary_us",
+        "Summary of compute input duration in microseconds (does not include cached requests)",
+        "compute_input",
+    ),
+    (
+        "nv_inference_compute_infer_summary_us",
+        "Summary of compute inference duration in microseconds (does not include cached requests)",
+        "compute_infer",
+    ),
+    (
+        "nv_inference_compute_output_summary_us",
+        "Summary of inference compute output duration in microseconds (does not include cached requests)",
+        "compute_output",
+    ),
 )
 
 
@@ -111,7 +173,9 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
             for family, (_n, _d, duration, key, scale) in zip(cache, _CACHE):
                 family.add_sample(family.name, labels, getattr(model.durations[duration], key) // scale)
     memory = snapshot.memory
-    arena_reserved = Metric("tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge")
+    arena_reserved = Metric(
+        "tritium_arena_reserved_bytes", "Shared-memory arena segments of the core, in bytes", "gauge"
+    )
     arena_reserved.add_sample(arena_reserved.name, {}, memory.arena_reserved_bytes)
     arena_used = Metric("tritium_arena_used_bytes", "Shared-memory arena bytes held by in-flight requests", "gauge")
     arena_used.add_sample(arena_used.name, {}, memory.arena_used_bytes)
@@ -122,9 +186,7 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
     )
     regions.add_sample(regions.name, {"kind": "system"}, memory.system_region_bytes)
     regions.add_sample(regions.name, {"kind": "cuda"}, memory.cuda_region_bytes)
-    region_count = Metric(
-        "tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge"
-    )
+    region_count = Metric("tritium_shared_memory_region_count", "Client-registered shared-memory regions", "gauge")
     region_count.add_sample(region_count.name, {"kind": "system"}, memory.system_region_count)
     region_count.add_sample(region_count.name, {"kind": "cuda"}, memory.cuda_region_count)
     cache = [family for family in cache if family.samples]

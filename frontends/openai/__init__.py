@@ -24,7 +24,8 @@ too. Needs ``jinja2`` (``pip install 'tritium[openai]'``).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tritium.core import Code, InferenceServer, TritonError
 from tritium.core.hookspecs import hookimpl
@@ -53,11 +54,15 @@ def _setting(settings: Mapping[str, Any], key: str) -> Any:
     if isinstance(default, int) and not isinstance(default, bool):
         low, high = (0, 65535) if key == "port" else (1, 1 << 62)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] {key} must be an integer from "
-                              f"{low} to {high}, got {value!r}")
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"plugins.toml: [frontends.openai] {key} must be an integer from {low} to {high}, got {value!r}",
+            )
     elif not isinstance(value, type(default)):
-        raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] {key} must be a "
-                          f"{type(default).__name__}, got {value!r}")
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"plugins.toml: [frontends.openai] {key} must be a {type(default).__name__}, got {value!r}",
+        )
     return value
 
 
@@ -81,16 +86,27 @@ def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, 
         return None
     unknown = sorted(set(settings) - set(DEFAULTS))
     if unknown:
-        raise TritonError(Code.INVALID_ARG, f"plugins.toml: [frontends.openai] has unknown settings: "
-                          f"{', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"plugins.toml: [frontends.openai] has unknown settings: "
+            f"{', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})",
+        )
     values = {key: _setting(settings, key) for key in DEFAULTS}
     try:
         import jinja2  # noqa: F401  (chat templates)
     except ImportError:
-        raise TritonError(Code.INVALID_ARG, "the openai endpoint needs jinja2 for chat templates: "
-                          "pip install 'tritium[openai]'") from None
-    serving = Serving(server, values["default_max_tokens"], _chat_template(values["chat_template"]),
-                      values["max_choices"])
+        raise TritonError(
+            Code.INVALID_ARG, "the openai endpoint needs jinja2 for chat templates: pip install 'tritium[openai]'"
+        ) from None
+    serving = Serving(
+        server, values["default_max_tokens"], _chat_template(values["chat_template"]), values["max_choices"]
+    )
     network = server.options.network  # the HTTP timeouts apply to this endpoint too
-    return OpenAIFrontend(serving, values["address"], values["port"], values["max_request_bytes"],
-                          network.http_body_timeout_s, network.http_idle_timeout_s)
+    return OpenAIFrontend(
+        serving,
+        values["address"],
+        values["port"],
+        values["max_request_bytes"],
+        network.http_body_timeout_s,
+        network.http_idle_timeout_s,
+    )

@@ -25,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
 from tritium.frontends.sse import event
+
 from .protocol import OpenAIError, parse_chat, parse_completion, parse_json
 from .serving import Serving
 
@@ -47,8 +49,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(body: dict[str, Any], status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body, ensure_ascii=False).encode("utf-8"), status=status,
-                        content_type="application/json")
+    return web.Response(
+        body=json.dumps(body, ensure_ascii=False).encode("utf-8"), status=status, content_type="application/json"
+    )
 
 
 @web.middleware
@@ -68,8 +71,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status == 404:
             error = OpenAIError(404, f"Invalid URL ({request.method} {request.path})", code="unknown_url")
         elif exc.status == 405:
-            error = OpenAIError(405, f"Method {request.method} is not allowed for {request.path}",
-                                code="method_not_allowed")
+            error = OpenAIError(
+                405, f"Method {request.method} is not allowed for {request.path}", code="method_not_allowed"
+            )
         else:
             error = OpenAIError(exc.status, exc.reason or "HTTP error")
         return _json(error.body(), exc.status)
@@ -78,15 +82,17 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _json(OpenAIError(400, "The client disconnected.").body(), 400)  # aiohttp drops it quietly
     except Exception:
         log.exception("OpenAI endpoint: %s %s failed", request.method, request.path)
-        return _json(OpenAIError(500, "The server had an error while processing your request.",
-                                 "server_error").body(), 500)
+        return _json(
+            OpenAIError(500, "The server had an error while processing your request.", "server_error").body(), 500
+        )
     finally:
         handlers.discard(task)
 
 
 def _too_large(limit: int) -> OpenAIError:
-    return OpenAIError(413, f"Request body too large: Maximum request body size {limit} exceeded.",
-                       code="request_too_large")
+    return OpenAIError(
+        413, f"Request body too large: Maximum request body size {limit} exceeded.", code="request_too_large"
+    )
 
 
 async def read_body(request: web.Request, limit: int, stall_s: float) -> bytes:
@@ -104,8 +110,11 @@ async def read_body(request: web.Request, limit: int, stall_s: float) -> bytes:
             async with asyncio.timeout(stall_s):
                 chunk = await request.content.readany()
         except TimeoutError:
-            raise OpenAIError(408, f"The request body made no progress for {stall_s:g} s (--http-body-timeout-secs).",
-                              code="request_timeout") from None
+            raise OpenAIError(
+                408,
+                f"The request body made no progress for {stall_s:g} s (--http-body-timeout-secs).",
+                code="request_timeout",
+            ) from None
         if not chunk:
             return bytes(body)
         body += chunk
@@ -200,8 +209,13 @@ class OpenAIFrontend:
     name = "openai"
 
     def __init__(
-        self, serving: Serving, address: str, port: int, max_request_bytes: int,
-        body_timeout_s: float = 60.0, idle_timeout_s: float = 300.0,
+        self,
+        serving: Serving,
+        address: str,
+        port: int,
+        max_request_bytes: int,
+        body_timeout_s: float = 60.0,
+        idle_timeout_s: float = 300.0,
     ) -> None:
         self.address, self.port = address, port
         self.app = create_app(serving, max_request_bytes, body_timeout_s)

@@ -30,13 +30,25 @@ __all__ = ["ConventionError", "LLMModel", "Step", "TextDecoder"]
 
 TEXT_INPUT = "text_input"
 TEXT_OUTPUT = "text_output"
-_BOOL_INPUTS = ("stream", "exclude_input_in_output", "return_finish_reason",
-                "return_num_input_tokens", "return_num_output_tokens")
-_KNOWN_INPUTS = {TEXT_INPUT: "TYPE_STRING", "sampling_parameters": "TYPE_STRING",
-                 **{name: "TYPE_BOOL" for name in _BOOL_INPUTS}}
+_BOOL_INPUTS = (
+    "stream",
+    "exclude_input_in_output",
+    "return_finish_reason",
+    "return_num_input_tokens",
+    "return_num_output_tokens",
+)
+_KNOWN_INPUTS = {
+    TEXT_INPUT: "TYPE_STRING",
+    "sampling_parameters": "TYPE_STRING",
+    **{name: "TYPE_BOOL" for name in _BOOL_INPUTS},
+}
 _INTEGER_TYPES = {f"TYPE_{k}{b}" for k in ("INT", "UINT") for b in (8, 16, 32, 64)}
-_KNOWN_OUTPUTS = {TEXT_OUTPUT: {"TYPE_STRING"}, "finish_reason": {"TYPE_STRING"},
-                  "num_input_tokens": _INTEGER_TYPES, "num_output_tokens": _INTEGER_TYPES}
+_KNOWN_OUTPUTS = {
+    TEXT_OUTPUT: {"TYPE_STRING"},
+    "finish_reason": {"TYPE_STRING"},
+    "num_input_tokens": _INTEGER_TYPES,
+    "num_output_tokens": _INTEGER_TYPES,
+}
 
 
 class ConventionError(Exception):
@@ -63,7 +75,7 @@ class LLMModel:
     chat_template: str | None = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "LLMModel":
+    def from_config(cls, config: dict[str, Any]) -> LLMModel:
         """Read a model config (its JSON form, as ``InferenceServer.model_config`` returns it).
 
         :raises ConventionError: when ``text_input``/``text_output`` are missing or of another
@@ -104,8 +116,9 @@ class LLMModel:
     def _tensor(self, name: str, value: np.ndarray) -> InferInput:
         return InferInput.from_numpy(name, value.reshape((1, 1) if self.batched else (1,)))
 
-    def request(self, prompt: str, sampling: dict[str, Any], *, stream: bool, exclude_input: bool,
-                request_id: str) -> InferenceRequest:
+    def request(
+        self, prompt: str, sampling: dict[str, Any], *, stream: bool, exclude_input: bool, request_id: str
+    ) -> InferenceRequest:
         """The inference request for one prompt.
 
         :param sampling: the sampling parameters (``sampling_parameters``' JSON).
@@ -150,7 +163,7 @@ class Step:
     final: bool = False
 
     @classmethod
-    def read(cls, response: InferenceResponse) -> "Step":
+    def read(cls, response: InferenceResponse) -> Step:
         """Copy what the endpoint needs out of ``response`` (release the response afterwards)."""
         text = response.output(TEXT_OUTPUT)
         texts = [bytes(t) for t in text.as_numpy().reshape(-1)] if text is not None else []

@@ -10,8 +10,9 @@ and ignored. Pure functions, no I/O: they run on the event loop, bounded by the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "OpenAIError",
@@ -37,8 +38,12 @@ class OpenAIError(Exception):
     """
 
     def __init__(
-        self, status: int, message: str, type: str = "invalid_request_error",
-        param: str | None = None, code: str | None = None,
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -146,7 +151,9 @@ def _kind(value: Any) -> str:
 
 
 def _wrong_type(name: str, expected: str, value: Any) -> OpenAIError:
-    return _bad(name, f"Invalid type for '{name}': expected {expected}, but got {_kind(value)} instead.", "invalid_type")
+    return _bad(
+        name, f"Invalid type for '{name}': expected {expected}, but got {_kind(value)} instead.", "invalid_type"
+    )
 
 
 def _number(lo: float, hi: float, integer: bool = False) -> Callable[[str, Any], Any]:
@@ -256,7 +263,9 @@ _CHAT = {
 }
 
 
-def _check(body: dict[str, Any], table: dict[str, Callable[[str, Any], Any]], required: tuple[str, ...]) -> dict[str, Any]:
+def _check(
+    body: dict[str, Any], table: dict[str, Callable[[str, Any], Any]], required: tuple[str, ...]
+) -> dict[str, Any]:
     for name in required:
         if body.get(name) is None:
             raise _bad(name, f"Missing required parameter: '{name}'.", "missing_required_parameter")
@@ -307,12 +316,17 @@ def parse_completion(body: dict[str, Any]) -> CompletionRequest:
     if not isinstance(prompts, list) or not prompts:
         raise _wrong_type("prompt", "a string or a non-empty array of strings", prompt)
     if not all(isinstance(p, str) for p in prompts):
-        raise _bad("prompt", "Invalid 'prompt': token ids are not supported; the models take text.", "unsupported_parameter")
+        raise _bad(
+            "prompt", "Invalid 'prompt': token ids are not supported; the models take text.", "unsupported_parameter"
+        )
     sampling = _sampling(values, values.get("max_tokens"))
     best_of = values.get("best_of")
     if best_of is not None and best_of != sampling.n:
-        raise _bad("best_of", f"'best_of' = {best_of} is not supported by this endpoint: only best_of = n.",
-                   "unsupported_parameter")
+        raise _bad(
+            "best_of",
+            f"'best_of' = {best_of} is not supported by this endpoint: only best_of = n.",
+            "unsupported_parameter",
+        )
     stream, include_usage = _streaming(values)
     return CompletionRequest(values["model"], prompts, sampling, stream, include_usage, values.get("echo", False))
 
@@ -335,7 +349,9 @@ def _message(index: int, message: Any) -> dict[str, str]:
         raise _bad(f"{where}.role", f"Missing required parameter: '{where}.role'.", "missing_required_parameter")
     if role not in ROLES:
         known = ", ".join(f"'{r}'" for r in ROLES[:-1])
-        raise _bad(f"{where}.role", f"Invalid value: '{_clip(role)}'. Supported values are: {known}, and '{ROLES[-1]}'.")
+        raise _bad(
+            f"{where}.role", f"Invalid value: '{_clip(role)}'. Supported values are: {known}, and '{ROLES[-1]}'."
+        )
     content = message.get("content")
     if content is None:
         text = ""
@@ -345,8 +361,12 @@ def _message(index: int, message: Any) -> dict[str, str]:
         parts = []
         for j, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise _bad(f"{where}.content[{j}]", f"Invalid '{where}.content[{j}]': only text content parts "
-                           "({\"type\": \"text\", \"text\": ...}) are supported.", "unsupported_parameter")
+                raise _bad(
+                    f"{where}.content[{j}]",
+                    f"Invalid '{where}.content[{j}]': only text content parts "
+                    '({"type": "text", "text": ...}) are supported.',
+                    "unsupported_parameter",
+                )
             parts.append(part["text"])
         text = "".join(parts)
     else:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
 from tritium.core import Code, InferenceServer, TritonError
 from tritium.frontends.sse import primed
@@ -56,8 +57,11 @@ class _Choices:
     def update(self, step: Step) -> list[tuple[int, str, str | None]]:
         """Take one response in; return ``(choice index, new text, finish reason or None)`` per change."""
         if step.texts and len(step.texts) != self.n:
-            raise OpenAIError(500, f"model '{self.model}' returned {len(step.texts)} text_output elements "
-                              f"for n = {self.n}", "server_error")
+            raise OpenAIError(
+                500,
+                f"model '{self.model}' returned {len(step.texts)} text_output elements for n = {self.n}",
+                "server_error",
+            )
         if step.num_input_tokens is not None and self.prompt_tokens is None:
             self.prompt_tokens = step.num_input_tokens
         if step.num_output_tokens is not None:
@@ -96,8 +100,11 @@ class _Usage:
     def body(self) -> dict[str, int] | None:
         if not self.complete:
             return None
-        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion,
-                "total_tokens": self.prompt + self.completion}
+        return {
+            "prompt_tokens": self.prompt,
+            "completion_tokens": self.completion,
+            "total_tokens": self.prompt + self.completion,
+        }
 
 
 async def _changes(items: AsyncIterator[Any], usage: _Usage) -> AsyncIterator[tuple[int, str, str | None]]:
@@ -120,8 +127,13 @@ class Serving:
     :param max_choices: the most choices (prompts × ``n``) one request may ask for.
     """
 
-    def __init__(self, server: InferenceServer, default_max_tokens: int = 16,
-                 chat_template: str | None = None, max_choices: int = 128) -> None:
+    def __init__(
+        self,
+        server: InferenceServer,
+        default_max_tokens: int = 16,
+        chat_template: str | None = None,
+        max_choices: int = 128,
+    ) -> None:
         self.server = server
         self.default_max_tokens = default_max_tokens
         self.chat_template = chat_template or DEFAULT_CHAT_TEMPLATE
@@ -142,14 +154,16 @@ class Serving:
             config = self.server.model_config(name)
         except TritonError as exc:
             if exc.code == Code.NOT_FOUND:
-                raise OpenAIError(404, f"The model `{name}` does not exist.", param="model",
-                                  code="model_not_found") from None
+                raise OpenAIError(
+                    404, f"The model `{name}` does not exist.", param="model", code="model_not_found"
+                ) from None
             raise openai_error(exc) from None
         try:
             return LLMModel.from_config(config)
         except ConventionError as exc:
-            raise OpenAIError(400, f"The model `{name}` cannot serve completions: {exc}.", param="model",
-                              code="model_not_supported") from None
+            raise OpenAIError(
+                400, f"The model `{name}` cannot serve completions: {exc}.", param="model", code="model_not_supported"
+            ) from None
 
     def models(self) -> dict[str, Any]:
         """``GET /v1/models``: the ready models that follow the LLM model convention."""
@@ -179,12 +193,17 @@ class Serving:
     # -- running prompts ------------------------------------------------------------------------------
     def _sampling(self, sampling: Sampling, prompts: int) -> dict[str, Any]:
         if prompts * sampling.n > self.max_choices:
-            raise OpenAIError(400, f"Invalid 'n': {prompts} prompts × n = {sampling.n} asks for more than "
-                              f"{self.max_choices} choices.", param="n", code="invalid_value")
+            raise OpenAIError(
+                400,
+                f"Invalid 'n': {prompts} prompts × n = {sampling.n} asks for more than {self.max_choices} choices.",
+                param="n",
+                code="invalid_value",
+            )
         return sampling.parameters(self.default_max_tokens)
 
-    async def _steps(self, llm: LLMModel, prompt: str, sampling: dict[str, Any], stream: bool,
-                     request_id: str) -> AsyncIterator[Step]:
+    async def _steps(
+        self, llm: LLMModel, prompt: str, sampling: dict[str, Any], stream: bool, request_id: str
+    ) -> AsyncIterator[Step]:
         request = llm.request(prompt, sampling, stream=stream, exclude_input=True, request_id=request_id)
         try:
             async with aclosing(self.server.infer_stream(request)) as responses:
@@ -199,8 +218,9 @@ class Serving:
         except TritonError as exc:
             raise openai_error(exc) from None
 
-    async def _run(self, llm: LLMModel, prompts: list[str], sampling: dict[str, Any], stream: bool,
-                   request_id: str, echo: bool) -> AsyncIterator[tuple[int, str, str | None] | _Choices]:
+    async def _run(
+        self, llm: LLMModel, prompts: list[str], sampling: dict[str, Any], stream: bool, request_id: str, echo: bool
+    ) -> AsyncIterator[tuple[int, str, str | None] | _Choices]:
         """Every change of every choice, then each prompt's finished :class:`_Choices`.
 
         Nothing is yielded before the model's first response for the first prompt (with
@@ -241,19 +261,30 @@ class Serving:
             async for item in changes:
                 if isinstance(item, _Choices):
                     usage.add(item)
-                    choices += [{"index": item.base + i, "text": item.texts[i], "logprobs": None,
-                                 "finish_reason": item.finish[i]} for i in range(item.n)]
+                    choices += [
+                        {
+                            "index": item.base + i,
+                            "text": item.texts[i],
+                            "logprobs": None,
+                            "finish_reason": item.finish[i],
+                        }
+                        for i in range(item.n)
+                    ]
         return {**head, "choices": choices, "usage": usage.body()}
 
     @staticmethod
-    async def _completion_chunks(head: dict[str, Any], changes: AsyncIterator[Any],
-                                 include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+    async def _completion_chunks(
+        head: dict[str, Any], changes: AsyncIterator[Any], include_usage: bool
+    ) -> AsyncIterator[dict[str, Any]]:
         usage = _Usage()
         extra = {"usage": None} if include_usage else {}
         async with aclosing(_changes(changes, usage)) as found:
             async for index, text, reason in found:
-                yield {**head, "choices": [{"index": index, "text": text, "logprobs": None,
-                                            "finish_reason": reason}], **extra}
+                yield {
+                    **head,
+                    "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": reason}],
+                    **extra,
+                }
         if include_usage:
             yield {**head, "choices": [], "usage": usage.body()}
 
@@ -278,25 +309,37 @@ class Serving:
         head = {"id": request_id, "object": "chat.completion", "created": int(time.time()), "model": req.model}
         changes = self._run(llm, [prompt], sampling, req.stream, request_id, echo=False)
         if req.stream:
-            return self._chat_chunks({**head, "object": "chat.completion.chunk"}, req.sampling.n,
-                                     await primed(changes), req.include_usage)
+            return self._chat_chunks(
+                {**head, "object": "chat.completion.chunk"}, req.sampling.n, await primed(changes), req.include_usage
+            )
         usage, choices = _Usage(), []
         async with aclosing(changes):
             async for item in changes:
                 if isinstance(item, _Choices):
                     usage.add(item)
-                    choices = [{"index": i, "message": {"role": "assistant", "content": item.texts[i]},
-                                "logprobs": None, "finish_reason": item.finish[i]} for i in range(item.n)]
+                    choices = [
+                        {
+                            "index": i,
+                            "message": {"role": "assistant", "content": item.texts[i]},
+                            "logprobs": None,
+                            "finish_reason": item.finish[i],
+                        }
+                        for i in range(item.n)
+                    ]
         return {**head, "choices": choices, "usage": usage.body()}
 
     @staticmethod
-    async def _chat_chunks(head: dict[str, Any], n: int, changes: AsyncIterator[Any],
-                           include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+    async def _chat_chunks(
+        head: dict[str, Any], n: int, changes: AsyncIterator[Any], include_usage: bool
+    ) -> AsyncIterator[dict[str, Any]]:
         extra = {"usage": None} if include_usage else {}
 
         def chunk(index: int, delta: dict[str, str], reason: str | None) -> dict[str, Any]:
-            return {**head, "choices": [{"index": index, "delta": delta, "logprobs": None,
-                                         "finish_reason": reason}], **extra}
+            return {
+                **head,
+                "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}],
+                **extra,
+            }
 
         for index in range(n):
             yield chunk(index, {"role": "assistant", "content": ""}, None)

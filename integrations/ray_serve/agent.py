@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ...core.errors import Code, TritonError
 from ...frontends.metrics.collector import TritiumCollector
@@ -72,10 +73,14 @@ class ReplicaAgent:
         """
         try:
             generation, missing = await self._call(
-                "join", self.replica_id, self.actor, self.generation, self.log,
+                "join",
+                self.replica_id,
+                self.actor,
+                self.generation,
+                self.log,
                 timeout_s=self.settings.query_timeout_s,
             )
-        except (asyncio.TimeoutError, Exception) as exc:
+        except (TimeoutError, Exception) as exc:
             raise TritonError(Code.UNAVAILABLE, f"cannot join the tritium coordinator: {exc!r}") from None
         for operation in missing:
             result = await self._repository(operation)
@@ -175,7 +180,7 @@ class ReplicaAgent:
         timeout = self.settings.query_timeout_s
         try:
             return await self._call("call_all", method, payload, timeout, timeout_s=timeout + 10.0)
-        except (asyncio.TimeoutError, Exception) as exc:
+        except (TimeoutError, Exception) as exc:
             raise TritonError(
                 Code.UNAVAILABLE, f"the other replicas cannot be reached (tritium coordinator: {exc!r})"
             ) from None
@@ -242,7 +247,7 @@ class ReplicaAgent:
         timeout = self.settings.repository_timeout_s
         try:
             replies = await self._call("repository", operation, timeout, timeout_s=timeout + 10.0)
-        except (asyncio.TimeoutError, Exception) as exc:
+        except (TimeoutError, Exception) as exc:
             raise TritonError(
                 Code.UNAVAILABLE, f"the model repository operation did not reach the replicas: {exc!r}"
             ) from None

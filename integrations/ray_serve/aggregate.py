@@ -7,7 +7,8 @@ coordinator), so they run anywhere and are tested without Ray.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from prometheus_client.core import Metric
 
@@ -69,10 +70,7 @@ def merge_statistics(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def metric_families(families: Iterable[Metric]) -> list[Family]:
     """prometheus-client metric families as plain picklable data."""
-    return [
-        (f.name, f.documentation, f.type, [(s.name, dict(s.labels), s.value) for s in f.samples])
-        for f in families
-    ]
+    return [(f.name, f.documentation, f.type, [(s.name, dict(s.labels), s.value) for s in f.samples]) for f in families]
 
 
 def render_metrics(per_replica: Mapping[str, list[Family]]) -> bytes:

@@ -16,7 +16,7 @@ import contextlib
 import io
 import os
 import shlex
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -79,15 +79,15 @@ class TritiumArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
-    model_repository: List[str]
+    model_repository: list[str]
     model_control_mode: Literal["none", "poll", "explicit"] = "none"
-    load_model: List[str] = Field(default_factory=list)
-    server_args: List[str] = Field(default_factory=list)
+    load_model: list[str] = Field(default_factory=list)
+    server_args: list[str] = Field(default_factory=list)
 
-    num_replicas: Optional[int] = Field(default=None, ge=1)
-    min_replicas: Optional[int] = Field(default=None, ge=0)
-    max_replicas: Optional[int] = Field(default=None, ge=1)
-    initial_replicas: Optional[int] = Field(default=None, ge=0)
+    num_replicas: int | None = Field(default=None, ge=1)
+    min_replicas: int | None = Field(default=None, ge=0)
+    max_replicas: int | None = Field(default=None, ge=1)
+    initial_replicas: int | None = Field(default=None, ge=0)
     target_ongoing_requests: float = Field(default=2.0, gt=0)
     upscale_delay_s: float = Field(default=30.0, ge=0)
     downscale_delay_s: float = Field(default=600.0, ge=0)
@@ -95,7 +95,7 @@ class TritiumArgs(BaseModel):
 
     num_cpus: float = Field(default=1.0, ge=0)
     num_gpus: float = Field(default=0.0, ge=0)
-    memory: Optional[int] = Field(default=None, ge=0)
+    memory: int | None = Field(default=None, ge=0)
     max_ongoing_requests: int = Field(default=100, ge=1)
     health_check_period_s: float = Field(default=10.0, gt=0)
     health_check_timeout_s: float = Field(default=30.0, gt=0)
@@ -137,7 +137,7 @@ class TritiumArgs(BaseModel):
         """Whether the replica count is left to Serve's autoscaler."""
         return self.max_replicas is not None
 
-    def server_argv(self) -> List[str]:
+    def server_argv(self) -> list[str]:
         """The ``tritium-server`` command line every replica's server is built from.
 
         Local repository folders are made absolute here, in the process that
@@ -193,7 +193,7 @@ class TritiumArgs(BaseModel):
         return options
 
 
-def parse_server_argv(argv: List[str]) -> Any:
+def parse_server_argv(argv: list[str]) -> Any:
     """``tritium-server``'s parser over ``argv``: its :class:`~tritium.core.options.ServerOptions`.
 
     :raises ValueError: with the parser's message (it would exit with status 2).

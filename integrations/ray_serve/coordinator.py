@@ -121,7 +121,7 @@ class Coordinator:
         member.last_seen = time.monotonic()
         try:
             first = await asyncio.wait_for(member.inbox.get(), self.poll_s if wait_s is None else wait_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return []
         finally:
             member.last_seen = time.monotonic()
@@ -175,7 +175,7 @@ class Coordinator:
             return
         try:
             await asyncio.wait_for(_ready(member.actor), _PROBE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return
         except Exception as exc:  # RayActorError and its kin: the process is gone
             self._drop(replica_id, f"died ({type(exc).__name__})")

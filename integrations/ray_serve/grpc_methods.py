@@ -19,13 +19,13 @@ RPCs answer UNIMPLEMENTED: a registered region would exist on one replica only.
 from __future__ import annotations
 
 import logging
-from typing import Any, AsyncIterator, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
 from ...core.errors import Code, TritonError
 from ...frontends.base import grpc_status
-from ...frontends.kserve_grpc.repository import load_parameters, unload_dependents
 from ...frontends.kserve_grpc.codec import (
     model_metadata_to_proto,
     parse_version,
@@ -35,6 +35,7 @@ from ...frontends.kserve_grpc.codec import (
     to_infer_response,
     to_stream_response,
 )
+from ...frontends.kserve_grpc.repository import load_parameters, unload_dependents
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from .http_routes import UNAVAILABLE_EXTENSIONS
@@ -152,8 +153,9 @@ class GrpcMethods:
         async for request in request_stream:
             try:
                 core_request = to_infer_request(request, self.server.model)
-                decoupled = bool(getattr(self.server.model(core_request.model_name, core_request.model_version),
-                                         "decoupled", False))
+                decoupled = bool(
+                    getattr(self.server.model(core_request.model_name, core_request.model_version), "decoupled", False)
+                )
             except TritonError as exc:
                 yield stream_error(exc.message, request.id)
                 continue

@@ -26,7 +26,8 @@ import binascii
 import json
 import logging
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -182,7 +183,7 @@ class Routes:
                 config = value
                 continue
             try:
-                files[key[len(_FILE):]] = base64.b64decode(value, validate=True)
+                files[key[len(_FILE) :]] = base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError):
                 raise TritonError(Code.INVALID_ARG, f"failed to decode the base64 contents of '{key}'") from None
         await self.agent.load_model(name, config, files or None)
@@ -196,6 +197,7 @@ class Routes:
 
     async def route(self, request: Request) -> Response:
         path, method = request.url.path, request.method
+
         async def get(answer: Callable[[], Awaitable[Response]]) -> Response:
             return await answer() if method == "GET" else _not_allowed()
 
@@ -254,4 +256,3 @@ async def handle(routes: Routes, request: Request) -> Response:
     except Exception as exc:  # a bug must not leave the client without an answer
         log.exception("HTTP request %s %s failed", request.method, request.url.path)
         return _error(TritonError(Code.INTERNAL, f"internal error: {exc!r}"))
-

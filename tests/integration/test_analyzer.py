@@ -42,9 +42,17 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     out = tmp_path / "report"
     analyzer = Path(sys.executable).parent / "tritium-analyzer"
     done = subprocess.run(
-        [str(analyzer), f"--model-repository={repo}", "--model=add_sub", "--quick", f"--output={out}",
-         "--latency-budget-ms=5000"],
-        capture_output=True, text=True, timeout=300,
+        [
+            str(analyzer),
+            f"--model-repository={repo}",
+            "--model=add_sub",
+            "--quick",
+            f"--output={out}",
+            "--latency-budget-ms=5000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == f"report: {out / 'report.html'}; config: {out / 'best' / 'config.pbtxt'}"
@@ -69,8 +77,9 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     shutil.copytree(repo / "add_sub", serve / "add_sub")
     (serve / "add_sub" / "config.pbtxt").write_text(text)
     with ServerProcess([serve], ["--allow-grpc=false", "--allow-metrics=false"], log_path=tmp_path / "s.log") as server:
-        body = {"inputs": [{"name": f"INPUT{i}", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
-                           for i in (0, 1)]}
+        body = {
+            "inputs": [{"name": f"INPUT{i}", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]} for i in (0, 1)]
+        }
         status, _, reply = http_call(server, "POST", "/v2/models/add_sub/infer", json.dumps(body).encode())
         assert status == 200
         outputs = {o["name"]: o["data"] for o in json.loads(reply)["outputs"]}
@@ -82,29 +91,67 @@ def test_quick_search_on_efficientnet(tmp_path: Path) -> None:
     """The example EfficientNet-Lite0 (onnxruntime), narrowed to one instance count and one concurrency."""
     pytest.importorskip("efficientnet_lite_pytorch")
     repo, model = tmp_path / "models", "efficientnet_lite0_onnx"
-    subprocess.run([sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", model, "--output",
-                    str(repo), "--images", str(tmp_path / "images")], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            model,
+            "--output",
+            str(repo),
+            "--images",
+            str(tmp_path / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     out = tmp_path / "report"
     done = subprocess.run(
-        [sys.executable, "-m", "tritium.analyzer.cli", f"--model-repository={repo}", f"--model={model}", "--quick",
-         "--instances=1", "--concurrency=2", f"--output={out}"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tritium.analyzer.cli",
+            f"--model-repository={repo}",
+            f"--model={model}",
+            "--quick",
+            "--instances=1",
+            "--concurrency=2",
+            f"--output={out}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((out / "results.json").read_text())
     assert [(r["label"], r["error"], len(r["points"])) for r in results["results"]] == [
-        ("i1", "", 1), ("i1 dyn b8 100us", "", 1)
+        ("i1", "", 1),
+        ("i1 dyn b8 100us", "", 1),
     ]
     text = (out / "best" / "config.pbtxt").read_text()
     assert 'platform: "onnxruntime_onnx"' in text and "count: 1" in text
     (repo / model / "config.pbtxt").write_text(text)  # the best configuration loads and serves
     with ServerProcess([repo], ["--allow-grpc=false", "--allow-metrics=false"], log_path=tmp_path / "s.log") as server:
-        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 224, 224],
-                            "parameters": {"binary_data_size": 3 * 224 * 224 * 4}}],
-                "outputs": [{"name": "logits", "parameters": {"classification": 1}}]}
+        body = {
+            "inputs": [
+                {
+                    "name": "input",
+                    "datatype": "FP32",
+                    "shape": [1, 3, 224, 224],
+                    "parameters": {"binary_data_size": 3 * 224 * 224 * 4},
+                }
+            ],
+            "outputs": [{"name": "logits", "parameters": {"classification": 1}}],
+        }
         head = json.dumps(body).encode()
-        status, _, reply = http_call(server, "POST", f"/v2/models/{model}/infer", head + bytes(3 * 224 * 224 * 4),
-                                     {"Inference-Header-Content-Length": str(len(head))})
+        status, _, reply = http_call(
+            server,
+            "POST",
+            f"/v2/models/{model}/infer",
+            head + bytes(3 * 224 * 224 * 4),
+            {"Inference-Header-Content-Length": str(len(head))},
+        )
         assert status == 200, reply
         (top,) = json.loads(reply)["outputs"][0]["data"]
         assert top.count(":") == 2  # "<score>:<index>:<label>"

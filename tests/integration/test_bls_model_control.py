@@ -70,11 +70,15 @@ TARGET_MODEL = """
                     for r in requests]
 """
 
-UPLOADED_CONFIG = json.dumps({
-    "name": "uploaded", "backend": "python", "max_batch_size": 0,
-    "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1]}],
-    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1]}],
-})
+UPLOADED_CONFIG = json.dumps(
+    {
+        "name": "uploaded",
+        "backend": "python",
+        "max_batch_size": 0,
+        "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1]}],
+        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1]}],
+    }
+)
 
 
 def _source() -> str:
@@ -124,8 +128,12 @@ def test_load_ready_unload(explicit: ServerProcess, transport: str) -> None:
     assert ctl(explicit, transport, op="is_model_ready", args=["target"]) == "ok:True"
     assert ctl(explicit, transport, op="is_model_ready", model_name="target", model_version="1") == "ok:True"
     assert ctl(explicit, transport, op="is_model_ready", args=["target", "2"]) == "ok:False"
-    status, _, body = http_call(explicit, "POST", "/v2/models/target/infer", json.dumps(
-        {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1.5]}]}).encode())
+    status, _, body = http_call(
+        explicit,
+        "POST",
+        "/v2/models/target/infer",
+        json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1.5]}]}).encode(),
+    )
     assert status == 200 and json.loads(body)["outputs"][0]["data"] == [2.5]
     assert ctl(explicit, transport, op="unload_model", args=["target"]) == "ok:None"
     assert ctl(explicit, transport, op="is_model_ready", args=["target"]) == "ok:False"
@@ -137,24 +145,54 @@ def test_load_ready_unload(explicit: ServerProcess, transport: str) -> None:
 @pytest.mark.parametrize(
     ("command", "answer"),
     [
-        ({"op": "load_model", "args": ["nope"]}, _failed("load", "failed to load 'nope', failed to poll from model repository")),
-        ({"op": "load_model", "model_name": "target", "config": "{bad"},
-         _failed("load", "failed to load 'target', failed to poll from model repository")),
-        ({"op": "load_model", "args": [""]}, _failed(
-            "load", "invalid model name '': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL")),
-        ({"op": "load_model", "model_name": "uploaded", "config": UPLOADED_CONFIG, "files": {"file:1/model.py": _source()}},
-         _failed("load", "failed to load 'uploaded': loading model files sent in the request is disabled; start the server "
-                 "with --model-load-allow-file-override=true to allow it")),
+        (
+            {"op": "load_model", "args": ["nope"]},
+            _failed("load", "failed to load 'nope', failed to poll from model repository"),
+        ),
+        (
+            {"op": "load_model", "model_name": "target", "config": "{bad"},
+            _failed("load", "failed to load 'target', failed to poll from model repository"),
+        ),
+        (
+            {"op": "load_model", "args": [""]},
+            _failed(
+                "load", "invalid model name '': a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
+            ),
+        ),
+        (
+            {
+                "op": "load_model",
+                "model_name": "uploaded",
+                "config": UPLOADED_CONFIG,
+                "files": {"file:1/model.py": _source()},
+            },
+            _failed(
+                "load",
+                "failed to load 'uploaded': loading model files sent in the request is disabled; start the server "
+                "with --model-load-allow-file-override=true to allow it",
+            ),
+        ),
         ({"op": "unload_model", "args": ["nope"]}, "ok:None"),  # not loaded: no error, as in Triton
         ({"op": "is_model_ready", "args": ["nope"]}, "ok:False"),
-        ({"op": "is_model_ready", "args": ["target", "x"]},
-         "err:TritonModelException:is_model_ready(): model_version must be a version number or '', got 'x'"),
-        ({"op": "load_model", "args": [5]}, "err:TypeError:load_model(): incompatible function arguments. The following "
-         "argument types are supported:\n    1. (model_name: str, config: str = '', files: object = None) -> None"),
-        ({"op": "is_model_ready", "args": [5]}, "err:TypeError:is_model_ready(): incompatible function arguments. The "
-         "following argument types are supported:\n    1. (model_name: str, model_version: str = '') -> bool"),
-        ({"op": "unload_model", "args": [5]}, "err:TypeError:unload_model(): incompatible function arguments. The "
-         "following argument types are supported:\n    1. (model_name: str, unload_dependents: bool = False) -> None"),
+        (
+            {"op": "is_model_ready", "args": ["target", "x"]},
+            "err:TritonModelException:is_model_ready(): model_version must be a version number or '', got 'x'",
+        ),
+        (
+            {"op": "load_model", "args": [5]},
+            "err:TypeError:load_model(): incompatible function arguments. The following "
+            "argument types are supported:\n    1. (model_name: str, config: str = '', files: object = None) -> None",
+        ),
+        (
+            {"op": "is_model_ready", "args": [5]},
+            "err:TypeError:is_model_ready(): incompatible function arguments. The "
+            "following argument types are supported:\n    1. (model_name: str, model_version: str = '') -> bool",
+        ),
+        (
+            {"op": "unload_model", "args": [5]},
+            "err:TypeError:unload_model(): incompatible function arguments. The "
+            "following argument types are supported:\n    1. (model_name: str, unload_dependents: bool = False) -> None",
+        ),
     ],
 )
 def test_errors(explicit: ServerProcess, command: dict[str, Any], answer: str) -> None:
@@ -162,19 +200,26 @@ def test_errors(explicit: ServerProcess, command: dict[str, Any], answer: str) -
 
 
 def test_upload_with_the_operators_consent(tmp_path: Path) -> None:
-    for server in _server(tmp_path, ["--model-control-mode=explicit", "--load-model=ctl",
-                                     "--model-load-allow-file-override=true"]):
+    for server in _server(
+        tmp_path, ["--model-control-mode=explicit", "--load-model=ctl", "--model-load-allow-file-override=true"]
+    ):
         files = {"file:1/model.py": _source()}
         assert ctl(server, op="load_model", model_name="uploaded", config=UPLOADED_CONFIG, files=files) == "ok:None"
         assert ctl(server, "grpc", op="is_model_ready", args=["uploaded"]) == "ok:True"
-        status, _, body = http_call(server, "POST", "/v2/models/uploaded/infer", json.dumps(
-            {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}).encode())
+        status, _, body = http_call(
+            server,
+            "POST",
+            "/v2/models/uploaded/infer",
+            json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}]}).encode(),
+        )
         assert status == 200 and json.loads(body)["outputs"][0]["data"] == [2.0]
         # files need a config, and keys of the form file:<path>
         assert ctl(server, op="load_model", model_name="again", files=files) == _failed(
-            "load", "failed to load 'again', failed to poll from model repository")
-        assert ctl(server, op="load_model", model_name="again", config=UPLOADED_CONFIG,
-                   files={"1/model.py": _source()}) == _failed("load", "load_model(): files key '1/model.py' must be 'file:<path>'")
+            "load", "failed to load 'again', failed to poll from model repository"
+        )
+        assert ctl(
+            server, op="load_model", model_name="again", config=UPLOADED_CONFIG, files={"1/model.py": _source()}
+        ) == _failed("load", "load_model(): files key '1/model.py' must be 'file:<path>'")
 
 
 def test_refused_outside_explicit_mode(tmp_path: Path) -> None:

@@ -47,22 +47,41 @@ CASES = {
     "onnxruntime_http": ["--backend", "onnxruntime", "--endpoint", "http"],
     "python_identity_all_endpoints": ["--backend", "python", "--backend", "identity"],
     "onnxruntime_gpu_grpc_metrics": [
-        "--backend", "onnxruntime", "--enable-gpu", "--endpoint", "grpc", "--endpoint", "metrics",
-        "--image-name", "registry.example.com/tritium:gpu",
+        "--backend",
+        "onnxruntime",
+        "--enable-gpu",
+        "--endpoint",
+        "grpc",
+        "--endpoint",
+        "metrics",
+        "--image-name",
+        "registry.example.com/tritium:gpu",
     ],
     "python_http_openai": ["--backend", "python", "--endpoint", "http", "--endpoint", "openai"],
     "pytorch_http": ["--backend", "pytorch", "--endpoint", "http"],
     "third_party_add_sub_and_python": [
-        "--backend", "examples/backends/add_sub", "--backend", "python", "--endpoint", "http",
-        "--endpoint", "metrics", "--output-dir", "out/add_sub",
+        "--backend",
+        "examples/backends/add_sub",
+        "--backend",
+        "python",
+        "--endpoint",
+        "http",
+        "--endpoint",
+        "metrics",
+        "--output-dir",
+        "out/add_sub",
     ],
 }
 
 
 def run_build(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), *args], cwd=ROOT, capture_output=True, text=True,
-        timeout=600, check=check,
+        [sys.executable, str(ROOT / "build.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=check,
     )
 
 
@@ -106,14 +125,24 @@ ENDPOINTS = ", ".join(build.endpoints())
     ("args", "message"),
     [
         ([], f"build.py: error: choose at least one --backend (built-in: {BUILTIN}, or a folder)"),
-        (["--backend", "tensorflow"], "build.py: error: unknown backend 'tensorflow': not a built-in backend "
-         f"({BUILTIN}) and not a folder holding a libtriton_<name> library"),
-        (["--backend", "docs"], "build.py: error: backend folder docs holds no libtriton_<name>.py, "
-         "libtriton_<name>/ or libtriton_<name>.so"),
-        (["--backend", "python", "--endpoint", "sagemaker"],
-         f"build.py: error: unknown endpoint 'sagemaker' (available: {ENDPOINTS})"),
-        (["--backend", "examples/backends/add_sub", "--backend", "examples/backends/add_sub/"],
-         "build.py: error: two --backend values provide the same backend name"),
+        (
+            ["--backend", "tensorflow"],
+            "build.py: error: unknown backend 'tensorflow': not a built-in backend "
+            f"({BUILTIN}) and not a folder holding a libtriton_<name> library",
+        ),
+        (
+            ["--backend", "docs"],
+            "build.py: error: backend folder docs holds no libtriton_<name>.py, "
+            "libtriton_<name>/ or libtriton_<name>.so",
+        ),
+        (
+            ["--backend", "python", "--endpoint", "sagemaker"],
+            f"build.py: error: unknown endpoint 'sagemaker' (available: {ENDPOINTS})",
+        ),
+        (
+            ["--backend", "examples/backends/add_sub", "--backend", "examples/backends/add_sub/"],
+            "build.py: error: two --backend values provide the same backend name",
+        ),
     ],
 )
 def test_bad_selection_is_refused_with_a_clear_message(args: list[str], message: str) -> None:
@@ -134,12 +163,23 @@ def test_third_party_backend_package_brings_its_requirements(tmp_path: Path) -> 
     (folder / "pyproject.toml").write_text('[project]\nname = "bar"\ndependencies = ["PyYAML>=5"]\n')
     args = build.parse_args(["--backend", str(package), "--backend", str(folder), "--endpoint", "http"])
     plan = build.make_plan(args)
-    assert [(b.name, b.builtin, b.requirements) for b in plan.backends] == [("foo", False, []), ("bar", False, ["PyYAML>=5"])]
+    assert [(b.name, b.builtin, b.requirements) for b in plan.backends] == [
+        ("foo", False, []),
+        ("bar", False, ["PyYAML>=5"]),
+    ]
     assert [p.via for p in plan.pins if p.name.lower() == "pyyaml"] == ["backend bar"]
     build.write_context(plan, tmp_path / "ctx", wheels=False)
-    files = sorted(str(p.relative_to(tmp_path / "ctx" / "backends")) for p in (tmp_path / "ctx" / "backends").rglob("*"))
-    assert files == ["bar", "bar/libtriton_bar.py", "bar/pyproject.toml", "foo", "foo/libtriton_foo",
-                     "foo/libtriton_foo/__init__.py"]
+    files = sorted(
+        str(p.relative_to(tmp_path / "ctx" / "backends")) for p in (tmp_path / "ctx" / "backends").rglob("*")
+    )
+    assert files == [
+        "bar",
+        "bar/libtriton_bar.py",
+        "bar/pyproject.toml",
+        "foo",
+        "foo/libtriton_foo",
+        "foo/libtriton_foo/__init__.py",
+    ]
 
 
 def test_native_backend_folder_brings_cffi_and_a_compiler(tmp_path: Path) -> None:
@@ -154,7 +194,9 @@ def test_native_backend_folder_brings_cffi_and_a_compiler(tmp_path: Path) -> Non
     assert any(p.name.lower() == "cffi" for p in [*plan.pins, *plan.unpinned])
     dockerfile = build.render_dockerfile(plan)
     assert "apt-get install -y --no-install-recommends gcc libc6-dev" in dockerfile
-    assert "gcc" not in build.render_dockerfile(build.make_plan(build.parse_args(["--backend", "identity", "--endpoint", "http"])))
+    assert "gcc" not in build.render_dockerfile(
+        build.make_plan(build.parse_args(["--backend", "identity", "--endpoint", "http"]))
+    )
 
 
 def healthcheck_probe(dockerfile: str, port: int) -> str:
@@ -170,8 +212,17 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """build.py --backend onnxruntime --endpoint http --install-dir ... --build, once."""
     root = tmp_path_factory.mktemp("composed")
     result = run_build(
-        "--backend", "onnxruntime", "--endpoint", "http", "--output-dir", str(root / "ctx"),
-        "--install-dir", str(root / "venv"), "--build", "--image-name", "tritium-test:composed",
+        "--backend",
+        "onnxruntime",
+        "--endpoint",
+        "http",
+        "--output-dir",
+        str(root / "ctx"),
+        "--install-dir",
+        str(root / "venv"),
+        "--build",
+        "--image-name",
+        "tritium-test:composed",
     )
     return {"root": root, "ctx": root / "ctx", "venv": root / "venv", "result": result}
 
@@ -181,9 +232,19 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """EfficientNet-Lite0 (examples/fetch_models.py) next to Triton's add_sub python model."""
     root = tmp_path_factory.mktemp("models")
     subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", MODEL, "--output", str(root / "repo"),
-         "--images", str(root / "images")],
-        check=True, capture_output=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            MODEL,
+            "--output",
+            str(root / "repo"),
+            "--images",
+            str(root / "images"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     shutil.copytree(ROOT / "examples" / "python_models" / "add_sub", root / "repo" / "add_sub")
     return root
@@ -201,15 +262,20 @@ def test_context_holds_only_the_chosen_parts(composed: dict) -> None:
     assert sorted(p.name for p in (ctx / "backends").iterdir()) == ["onnxruntime"]
     assert sorted(p.name for p in (ctx / "backends" / "onnxruntime").iterdir()) == ["libtriton_onnxruntime.py"]
     plugins = (ctx / "plugins.toml").read_text()
-    assert '[backends]\nenabled = ["onnxruntime"]\ndirectory = "backends"\n\n[frontends.http]\nenabled = true\n' in plugins
+    assert (
+        '[backends]\nenabled = ["onnxruntime"]\ndirectory = "backends"\n\n[frontends.http]\nenabled = true\n' in plugins
+    )
     assert "grpc" not in plugins and "metrics" not in plugins
 
 
 def test_wheelhouse_pins_every_wheel_by_version_and_hash(composed: dict) -> None:
     wheelhouse = composed["ctx"] / "wheelhouse"
     wheels = sorted(wheelhouse.glob("*.whl"))
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$",
-                      (wheelhouse / "requirements.txt").read_text(), re.MULTILINE)
+    pins = re.findall(
+        r"^([A-Za-z0-9_.\-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$",
+        (wheelhouse / "requirements.txt").read_text(),
+        re.MULTILINE,
+    )
     assert len(pins) == len(wheels)
     names = {name.lower().replace("_", "-") for name, _, _ in pins}
     assert {"tritium", "onnxruntime", "numpy", "aiohttp", "protobuf", "grpcio"} <= names
@@ -221,27 +287,44 @@ def test_wheelhouse_pins_every_wheel_by_version_and_hash(composed: dict) -> None
 
 def test_fresh_venv_installed_offline_from_the_wheelhouse(composed: dict) -> None:
     venv = composed["venv"]
-    assert f"-m pip --python {venv / 'bin' / 'python'} install -q --no-cache-dir --no-index" in composed["result"].stdout
-    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "check"],
-                           capture_output=True, text=True)
+    assert (
+        f"-m pip --python {venv / 'bin' / 'python'} install -q --no-cache-dir --no-index" in composed["result"].stdout
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "check"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout
     # the composed environment's tritium is the installed wheel, not this source tree
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import tritium; print(tritium.__file__)"],
-                           capture_output=True, text=True, cwd=venv, check=True)
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import tritium; print(tritium.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=venv,
+        check=True,
+    )
     assert where.stdout.startswith(str(venv / "lib"))
 
 
 def test_version_lists_the_composed_backends_and_endpoints(composed: dict) -> None:
-    result = subprocess.run([str(composed["venv"] / "bin" / "tritium-server"), "--version"],
-                            capture_output=True, text=True, cwd=composed["venv"])
+    result = subprocess.run(
+        [str(composed["venv"] / "bin" / "tritium-server"), "--version"],
+        capture_output=True,
+        text=True,
+        cwd=composed["venv"],
+    )
     assert result.returncode == 0
     assert result.stdout == "tritium 0.1.0\nbackends: onnxruntime (composed by build.py)\nendpoints: http\n"
 
 
 def test_composed_server_serves_efficientnet_and_refuses_the_python_model(composed: dict, models: Path) -> None:
     venv = composed["venv"]
-    server = ServerProcess([models / "repo"], ["--exit-on-error=false"], log_path=composed["root"] / "server.log",
-                           python=str(venv / "bin" / "python"), cwd=venv)
+    server = ServerProcess(
+        [models / "repo"],
+        ["--exit-on-error=false"],
+        log_path=composed["root"] / "server.log",
+        python=str(venv / "bin" / "python"),
+        cwd=venv,
+    )
     server.start()
     try:
         sys.path.insert(0, str(ROOT / "examples"))
@@ -258,14 +341,18 @@ def test_composed_server_serves_efficientnet_and_refuses_the_python_model(compos
         assert client.is_model_ready(MODEL)
         assert not client.is_model_ready("add_sub")
         assert not client.is_server_ready()  # strict readiness: a model failed to load
-        expected = ("model 'add_sub' uses backend 'python', which this server was not composed with "
-                    "(backends: onnxruntime; endpoints: http); compose a server that has it with: "
-                    "python build.py --backend python ...")
+        expected = (
+            "model 'add_sub' uses backend 'python', which this server was not composed with "
+            "(backends: onnxruntime; endpoints: http); compose a server that has it with: "
+            "python build.py --backend python ..."
+        )
         assert expected in server.log()
         with urllib.request.urlopen(f"http://{server.http_url}/v2") as resp:
             assert json.load(resp)["name"] == "tritium"
         probe = healthcheck_probe((composed["ctx"] / "Dockerfile").read_text(), server.http_port)
-        assert subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 1
+        assert (
+            subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 1
+        )
         for port in (server.grpc_port, server.metrics_port):  # endpoints not chosen are not served
             with socket.socket() as s:
                 assert s.connect_ex(("127.0.0.1", port)) != 0
@@ -274,8 +361,12 @@ def test_composed_server_serves_efficientnet_and_refuses_the_python_model(compos
 
 
 def test_composed_server_exits_on_a_python_model_with_the_reason(composed: dict, models: Path, tmp_path: Path) -> None:
-    server = ServerProcess([_python_only(models, tmp_path)], log_path=tmp_path / "server.log",
-                           python=str(composed["venv"] / "bin" / "python"), cwd=composed["venv"])
+    server = ServerProcess(
+        [_python_only(models, tmp_path)],
+        log_path=tmp_path / "server.log",
+        python=str(composed["venv"] / "bin" / "python"),
+        cwd=composed["venv"],
+    )
     server.start(wait_ready=False)
     assert server.wait_exit(120) != 0
     server.stop()
@@ -303,9 +394,22 @@ def test_image_serves_health_and_one_inference(composed: dict, models: Path) -> 
     assert composed["result"].returncode == 0, composed["result"].stderr
     port = ServerProcess([]).http_port
     container = subprocess.run(
-        [engine, "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8000", "-v", f"{models / 'repo'}:/models:ro",
-         "tritium-test:composed", "--model-repository=/models", "--exit-on-error=false"],
-        capture_output=True, text=True, check=True,
+        [
+            engine,
+            "run",
+            "-d",
+            "--rm",
+            "-p",
+            f"127.0.0.1:{port}:8000",
+            "-v",
+            f"{models / 'repo'}:/models:ro",
+            "tritium-test:composed",
+            "--model-repository=/models",
+            "--exit-on-error=false",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     try:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
@@ -331,8 +435,17 @@ def test_image_serves_health_and_one_inference(composed: dict, models: Path) -> 
 def composed_grpc(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """build.py --backend examples/backends/add_sub --endpoint grpc --install-dir ..., once."""
     root = tmp_path_factory.mktemp("composed_grpc")
-    run_build("--backend", "examples/backends/add_sub", "--endpoint", "grpc", "--output-dir", str(root / "ctx"),
-              "--install-dir", str(root / "venv"), check=True)
+    run_build(
+        "--backend",
+        "examples/backends/add_sub",
+        "--endpoint",
+        "grpc",
+        "--output-dir",
+        str(root / "ctx"),
+        "--install-dir",
+        str(root / "venv"),
+        check=True,
+    )
     return {"root": root, "ctx": root / "ctx", "venv": root / "venv"}
 
 
@@ -340,16 +453,18 @@ def test_third_party_backend_composition_serves_over_grpc_only(composed_grpc: di
     import tritonclient.grpc as grpcclient
 
     venv = composed_grpc["venv"]
-    version = subprocess.run([str(venv / "bin" / "tritium-server"), "--version"], capture_output=True, text=True,
-                             cwd=venv, check=True)
+    version = subprocess.run(
+        [str(venv / "bin" / "tritium-server"), "--version"], capture_output=True, text=True, cwd=venv, check=True
+    )
     assert version.stdout == "tritium 0.1.0\nbackends: add_sub (composed by build.py)\nendpoints: grpc\n"
     names = {w.name.split("-")[0].lower() for w in (composed_grpc["ctx"] / "wheelhouse").glob("*.whl")}
     assert "onnxruntime" not in names and "tritium" in names
     repo = composed_grpc["root"] / "models"
     (repo / "adder" / "1").mkdir(parents=True)
     (repo / "adder" / "config.pbtxt").write_text('backend: "add_sub"\nmax_batch_size: 0\n')
-    server = ServerProcess([repo], log_path=composed_grpc["root"] / "server.log", python=str(venv / "bin" / "python"),
-                           cwd=venv)
+    server = ServerProcess(
+        [repo], log_path=composed_grpc["root"] / "server.log", python=str(venv / "bin" / "python"), cwd=venv
+    )
     server.start(wait_ready=False)
     try:
         client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -369,7 +484,9 @@ def test_third_party_backend_composition_serves_over_grpc_only(composed_grpc: di
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
         probe = healthcheck_probe((composed_grpc["ctx"] / "Dockerfile").read_text(), server.grpc_port)
-        assert subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 0
+        assert (
+            subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=venv, capture_output=True).returncode == 0
+        )
         with socket.socket() as s:  # HTTP was not chosen
             assert s.connect_ex(("127.0.0.1", server.http_port)) != 0
         # the wheel carries the native gRPC transport when this tree has it built (pip install -e . with libgrpc++-dev)

@@ -133,7 +133,9 @@ def test_errors_and_the_server_keeps_serving(server: InProcessServer, fake: Fake
     _register(http, fake, "small", 32)
     _register(http, fake, "in", NBYTES)
 
-    def error(client: Any, module: Any, inp_region: tuple[str, int, int] | None, out_region: tuple[str, int, int] | None) -> str:
+    def error(
+        client: Any, module: Any, inp_region: tuple[str, int, int] | None, out_region: tuple[str, int, int] | None
+    ) -> str:
         inp = module.InferInput("INPUT0", SHAPE, "FP32")
         if inp_region:
             inp.set_shared_memory(inp_region[0], inp_region[1], offset=inp_region[2])
@@ -147,25 +149,33 @@ def test_errors_and_the_server_keeps_serving(server: InProcessServer, fake: Fake
         return f"{info.value.status()} {info.value.message()}"
 
     try:
-        for client, module, bad, internal in ((http, httpclient, "400", "500"),
-                                             (grpc, grpcclient, "StatusCode.INVALID_ARGUMENT", "StatusCode.INTERNAL")):
+        for client, module, bad, internal in (
+            (http, httpclient, "400", "500"),
+            (grpc, grpcclient, "StatusCode.INVALID_ARGUMENT", "StatusCode.INTERNAL"),
+        ):
             assert error(client, module, ("in", NBYTES, 16), None) == (
-                f"{bad} Invalid offset + byte size for shared memory region: 'in'")
+                f"{bad} Invalid offset + byte size for shared memory region: 'in'"
+            )
             assert error(client, module, ("in", 4, NBYTES), None) == (
-                f"{bad} Invalid offset for shared memory region: 'in'")
+                f"{bad} Invalid offset for shared memory region: 'in'"
+            )
             assert error(client, module, ("in", 60, 0), None).endswith(
-                "input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. Expected 64, got 60")
+                "input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. Expected 64, got 60"
+            )
             assert error(client, module, None, ("small", 32, 0)) == (  # Triton: INTERNAL (500)
                 f"{bad} shared memory size specified with the request for output 'OUTPUT0' (32 bytes) "
-                "should be at least 64 bytes to hold the results")
+                "should be at least 64 bytes to hold the results"
+            )
             fake.fail["cudaMemcpy"] = FakeCudaError.cudaErrorIllegalAddress
             try:
                 assert error(client, module, ("in", NBYTES, 0), None) == (
                     f"{internal} failed to copy input 'INPUT0' from CUDA shared memory region 'in': "
-                    "an illegal memory access was encountered")
+                    "an illegal memory access was encountered"
+                )
                 assert error(client, module, None, ("in", NBYTES, 0)) == (
                     f"{internal} failed to copy output 'OUTPUT0' to CUDA shared memory region 'in': "
-                    "an illegal memory access was encountered")
+                    "an illegal memory access was encountered"
+                )
             finally:
                 del fake.fail["cudaMemcpy"]
         # still serving, the regions still usable
@@ -187,7 +197,8 @@ def test_status_and_unregister(server: InProcessServer, fake: FakeCudaRuntime) -
     try:
         assert http.get_cuda_shared_memory_status() == [{"name": "c", "device_id": 0, "byte_size": 64}]
         assert grpc.get_cuda_shared_memory_status(as_json=True) == {  # proto3 JSON leaves out device_id 0
-            "regions": {"c": {"name": "c", "byte_size": "64"}}}
+            "regions": {"c": {"name": "c", "byte_size": "64"}}
+        }
         grpc.unregister_cuda_shared_memory("c")
         assert fake.closed[-1] == ctypes.addressof(device)
         assert http.get_cuda_shared_memory_status() == []

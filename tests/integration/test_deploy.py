@@ -40,14 +40,22 @@ def kubernetes_validate(*paths: Path, version: str | None = None) -> subprocess.
 def check_jsonschema(*paths: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), *map(str, paths)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def test_every_kind_is_there() -> None:
     kinds = sorted(load(p)["kind"] for p in MANIFESTS)
-    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PersistentVolumeClaim",
-                     "PodDisruptionBudget", "Service"]
+    assert kinds == [
+        "ConfigMap",
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "Service",
+    ]
     assert sorted(load(p)["kind"] for p in RUNTIMES) == ["ClusterServingRuntime", "ServingRuntime"]
 
 
@@ -95,8 +103,12 @@ def test_crd_schema_rejects_bad_runtimes(tmp_path: Path, change, field: str) -> 
 def test_kserve_runtime_containers_are_valid_kubernetes_containers(tmp_path: Path) -> None:
     for runtime in RUNTIMES:
         spec = load(runtime)["spec"]
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tritium"},
-               "spec": {"containers": spec["containers"]}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "tritium"},
+            "spec": {"containers": spec["containers"]},
+        }
         path = tmp_path / f"{runtime.stem}-pod.yaml"
         path.write_text(yaml.safe_dump(pod))
         result = kubernetes_validate(path)
@@ -139,9 +151,7 @@ def test_probes_use_the_v2_health_endpoints_and_services_name_every_port() -> No
 def test_hpa_metrics_come_from_series_tritium_exports(start_server, tmp_path: Path) -> None:
     rules = yaml.safe_load(load(K8S / "prometheus-adapter-rules.yaml")["data"]["config.yaml"])["rules"]
     hpa = load(K8S / "hpa.yaml")
-    assert sorted(m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]) == sorted(
-        r["name"]["as"] for r in rules
-    )
+    assert sorted(m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]) == sorted(r["name"]["as"] for r in rules)
     repo = tmp_path / "models"
     (repo / "m" / "1").mkdir(parents=True)
     (repo / "m" / "config.pbtxt").write_text(

@@ -56,9 +56,7 @@ def build(repo: Path) -> None:
     add_batch_model(
         repo,
         "preferred2_4",
-        batch_config(
-            dynamic="preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1500000"
-        ),
+        batch_config(dynamic="preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1500000"),
     )
     add_batch_model(
         repo,
@@ -66,22 +64,16 @@ def build(repo: Path) -> None:
         batch_config(max_batch_size=4, dynamic="max_queue_delay_microseconds: 1500000"),
     )
     add_batch_model(repo, "shapes", batch_config(dynamic="max_queue_delay_microseconds: 1000000"))
-    add_batch_model(
-        repo, "ragged", batch_config(dynamic="max_queue_delay_microseconds: 1000000", ragged=True)
-    )
+    add_batch_model(repo, "ragged", batch_config(dynamic="max_queue_delay_microseconds: 1000000", ragged=True))
     add_batch_model(
         repo,
         "priority",
-        batch_config(
-            max_batch_size=1, delay_ms=1500, dynamic="priority_levels: 2 default_priority_level: 2"
-        ),
+        batch_config(max_batch_size=1, delay_ms=1500, dynamic="priority_levels: 2 default_priority_level: 2"),
     )
     add_batch_model(
         repo,
         "queue_full",
-        batch_config(
-            max_batch_size=1, delay_ms=1000, dynamic="default_queue_policy { max_queue_size: 1 }"
-        ),
+        batch_config(max_batch_size=1, delay_ms=1000, dynamic="default_queue_policy { max_queue_size: 1 }"),
     )
     add_batch_model(
         repo,
@@ -205,9 +197,7 @@ def test_concurrent_requests_form_one_preferred_batch(server: ServerProcess, pro
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_batched_identity_returns_each_request_its_own_data(
-    server: ServerProcess, protocol: str
-) -> None:
+def test_batched_identity_returns_each_request_its_own_data(server: ServerProcess, protocol: str) -> None:
     # four requests become one batch laid out contiguously in shared memory; each gets its own rows back
     module = httpclient if protocol == "http" else grpcclient
     url = server.http_url.replace("http://", "") if protocol == "http" else server.grpc_url
@@ -269,9 +259,7 @@ def test_batch_never_exceeds_max_batch_size(server: ServerProcess) -> None:
     results = _concurrent([_http(server, "max4") for _ in range(6)])
     assert sorted(r["NREQ"] for r in results) == [2, 2, 4, 4, 4, 4]
     # a request of 3 rows and two of 1 row: 3 + 1 fills the batch, the last one goes alone
-    rows = _concurrent(
-        [_http(server, "max4", shape={"rows": r}) for r in (3, 1, 1)], stagger_s=0.15
-    )
+    rows = _concurrent([_http(server, "max4", shape={"rows": r}) for r in (3, 1, 1)], stagger_s=0.15)
     assert [r["BATCH"] for r in rows] == [4, 4, 1]
 
 
@@ -321,9 +309,7 @@ def _stats_and_rejections(server: ServerProcess, model: str) -> tuple[int, int, 
     with urllib.request.urlopen(server.metrics_url, timeout=30) as resp:
         text = resp.read().decode()
     line = f'nv_inference_request_failure{{model="{model}",reason="REJECTED",version="1"}} '
-    rejected = next(
-        int(float(row[len(line) :])) for row in text.splitlines() if row.startswith(line)
-    )
+    rejected = next(int(float(row[len(line) :])) for row in text.splitlines() if row.startswith(line))
     return int(stats["fail"]["count"]), int(stats["success"]["count"]), rejected
 
 
@@ -343,19 +329,13 @@ def test_queue_timeout_rejects(server: ServerProcess) -> None:
     assert [(e.status(), e.message()) for e in errors] == [("503", TIMED_OUT)]
     # the request's own timeout only shortens the default (as Triton): 10 s still times out after 200 ms
     for override in (50_000, 10_000_000):
-        results = _concurrent(
-            [_http(server, "reject"), _http(server, "reject", timeout=override)], stagger_s=0.1
-        )
-        assert (
-            isinstance(results[1], InferenceServerException) and results[1].message() == TIMED_OUT
-        )
+        results = _concurrent([_http(server, "reject"), _http(server, "reject", timeout=override)], stagger_s=0.1)
+        assert isinstance(results[1], InferenceServerException) and results[1].message() == TIMED_OUT
 
 
 def test_request_timeout_needs_a_default_timeout(server: ServerProcess) -> None:
     # as Triton 2.51: with no default timeout, the request's timeout parameter is not applied
-    results = _concurrent(
-        [_http(server, "no_default_timeout"), _http(server, "no_default_timeout", timeout=50_000)]
-    )
+    results = _concurrent([_http(server, "no_default_timeout"), _http(server, "no_default_timeout", timeout=50_000)])
     assert all(isinstance(r, dict) for r in results)
 
 
@@ -380,18 +360,14 @@ def test_preserve_ordering_holds_back_later_responses(server: ServerProcess) -> 
     assert _fast_response_held(server, "unordered") is False
 
 
-def _timed_call(
-    url: str, model: str, tag: str, seconds: float, seen: dict[str, Any]
-) -> Callable[[], None]:
+def _timed_call(url: str, model: str, tag: str, seconds: float, seen: dict[str, Any]) -> Callable[[], None]:
     """A request that sleeps ``seconds`` in the model; records when its execute began and ended
     (the model's clock) and when its response reached the client (the same machine's clock)."""
 
     def run() -> None:
         client = httpclient.InferenceServerClient(url)
         try:
-            result = client.infer(
-                model, _inputs(httpclient), parameters={"sleep_ms": int(seconds * 1000)}
-            )
+            result = client.infer(model, _inputs(httpclient), parameters={"sleep_ms": int(seconds * 1000)})
             received = time.time()
         finally:
             client.close()

@@ -30,8 +30,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("efficientnet")
     repo, images = root / "models", root / "images"
     subprocess.run(
-        [sys.executable, str(REPO_ROOT / "examples" / "fetch_models.py"), "--model", MODEL,
-         "--output", str(repo), "--images", str(images)],
+        [
+            sys.executable,
+            str(REPO_ROOT / "examples" / "fetch_models.py"),
+            "--model",
+            MODEL,
+            "--output",
+            str(repo),
+            "--images",
+            str(images),
+        ],
         check=True,
         capture_output=True,
         timeout=600,
@@ -81,11 +89,15 @@ def test_classification_extension_names_espresso_cup_coffee_mug(server, coffee):
     hin = httpclient.InferInput("input", list(coffee.shape), "FP32")
     hin.set_data_from_numpy(coffee, binary_data=True)
     out = httpclient.InferRequestedOutput("logits", class_count=3)
-    http_classes = httpclient.InferenceServerClient(server.http_url).infer(MODEL, [hin], outputs=[out]).as_numpy("logits")
+    http_classes = (
+        httpclient.InferenceServerClient(server.http_url).infer(MODEL, [hin], outputs=[out]).as_numpy("logits")
+    )
     gin = grpcclient.InferInput("input", list(coffee.shape), "FP32")
     gin.set_data_from_numpy(coffee)
     gout = grpcclient.InferRequestedOutput("logits", class_count=3)
-    grpc_classes = grpcclient.InferenceServerClient(server.grpc_url).infer(MODEL, [gin], outputs=[gout]).as_numpy("logits")
+    grpc_classes = (
+        grpcclient.InferenceServerClient(server.grpc_url).infer(MODEL, [gin], outputs=[gout]).as_numpy("logits")
+    )
     for classes in (http_classes, grpc_classes):
         assert classes.shape == (1, 3)
         fields = [c.decode().split(":") for c in classes[0]]
@@ -98,9 +110,26 @@ def test_batch_of_two_images_and_the_example_client(built, server):
     _, images = built
     for protocol, url in (("http", server.http_url), ("grpc", server.grpc_url)):
         result = subprocess.run(
-            [sys.executable, str(REPO_ROOT / "examples" / "image_client.py"), "-m", MODEL, "-c", "3", "-s", "INCEPTION",
-             "-b", "2", "-i", protocol, "-u", url, str(images)],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                str(REPO_ROOT / "examples" / "image_client.py"),
+                "-m",
+                MODEL,
+                "-c",
+                "3",
+                "-s",
+                "INCEPTION",
+                "-b",
+                "2",
+                "-i",
+                protocol,
+                "-u",
+                url,
+                str(images),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr
         assert "(967) = espresso" in result.stdout
@@ -121,7 +150,8 @@ def test_onnx_auto_complete_and_its_errors(built, tmp_path, start_server):
     )
     (repo / "wrong_dtype" / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + io)
     (repo / "bad_threads" / "config.pbtxt").write_text(
-        'backend: "onnxruntime"\nmax_batch_size: 8\n' + io.replace("TYPE_FP64", "TYPE_FP32")
+        'backend: "onnxruntime"\nmax_batch_size: 8\n'
+        + io.replace("TYPE_FP64", "TYPE_FP32")
         + 'parameters { key: "intra_op_thread_count" value: { string_value: "two" } }\n'
     )
     server = start_server([repo], ["--exit-on-error=false"])

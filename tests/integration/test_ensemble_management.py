@@ -32,11 +32,11 @@ import grpc
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from tritium.proto import grpc_service_pb2 as pb
 
 from tests.support.clients import grpc_call, http_call
 from tests.support.ensembles import add_ensemble, add_python, step
 from tests.support.server import ServerProcess
+from tritium.proto import grpc_service_pb2 as pb
 
 ADD = """
 import numpy as np
@@ -217,17 +217,22 @@ def test_unload_dependents_on_a_composing_model(fresh: ServerProcess) -> None:
 def test_a_composing_model_the_ensemble_no_longer_fits(fresh: ServerProcess) -> None:
     assert load(fresh, "ens") == (200, None)
     renamed = {
-        "name": "a", "backend": "python", "max_batch_size": 8,
+        "name": "a",
+        "backend": "python",
+        "max_batch_size": 8,
         "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
         "output": [{"name": "OUTPUT9", "data_type": "TYPE_FP32", "dims": [4]}],
     }
     assert load(fresh, "a", renamed) == (200, None)
     assert states(fresh) == {"a": READY, "b": READY, "c": UNLOADED, "ens": UNLOADED, "ens2": UNLOADED}
     assert infer(fresh, "ens") == no_versions("ens")
-    assert load(fresh, "ens") == (400, {
-        "error": "load failed for model 'ens': in ensemble ens, ensemble tensor mid is mapped from "
-        "non-existing output OUTPUT0 in model a\n"
-    })
+    assert load(fresh, "ens") == (
+        400,
+        {
+            "error": "load failed for model 'ens': in ensemble ens, ensemble tensor mid is mapped from "
+            "non-existing output OUTPUT0 in model a\n"
+        },
+    )
     # a from the repository again (Triton 2.51 keeps serving the override here; see the module notes)
     assert load(fresh, "a") == (200, None)
     assert states(fresh)["ens"] == READY
@@ -236,22 +241,34 @@ def test_a_composing_model_the_ensemble_no_longer_fits(fresh: ServerProcess) -> 
 
 def test_loading_an_ensemble_whose_composing_model_is_missing(fresh: ServerProcess) -> None:
     config = {
-        "platform": "ensemble", "max_batch_size": 8,
+        "platform": "ensemble",
+        "max_batch_size": 8,
         "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [4]}],
         "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]}],
-        "ensemble_scheduling": {"step": [
-            {"model_name": "zz", "model_version": -1, "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}},
-        ]},
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "zz",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "IN"},
+                    "output_map": {"OUTPUT0": "OUT"},
+                },
+            ]
+        },
     }
-    assert load(fresh, "ens", config) == (400, {
-        "error": "load failed for model 'ens': ensemble ens contains models that are not available or ambiguous: zz\n"
-    })
+    assert load(fresh, "ens", config) == (
+        400,
+        {
+            "error": "load failed for model 'ens': ensemble ens contains models that are not available or ambiguous: zz\n"
+        },
+    )
     assert states(fresh) == {"a": UNLOADED, "b": UNLOADED, "c": UNLOADED, "ens": UNLOADED, "ens2": UNLOADED}
 
 
 def test_load_model_at_start_up_brings_the_composing_models(tmp_path: Path) -> None:
     with ServerProcess(
-        [build(tmp_path / "models")], ["--model-control-mode=explicit", "--load-model=ens"],
+        [build(tmp_path / "models")],
+        ["--model-control-mode=explicit", "--load-model=ens"],
         log_path=tmp_path / "server.log",
     ) as server:
         assert states(server) == {"a": READY, "b": READY, "c": UNLOADED, "ens": READY, "ens2": UNLOADED}

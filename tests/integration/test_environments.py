@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from tests.support.repo import add_model
 
 # A backend that needs a package the server's environment does not have (tabulate).
-TABLE_BACKEND = '''
+TABLE_BACKEND = """
 import sys
 import numpy as np
 import tabulate
@@ -24,7 +24,7 @@ def TRITONBACKEND_ModelInstanceExecute(instance, requests):
     for request in requests:
         table = tabulate.tabulate([request.input("INPUT0").tolist()], tablefmt="plain")
         request.respond({"OUTPUT0": np.array([table.encode(), sys.prefix.encode()], dtype=object)})
-'''
+"""
 
 
 def config(env: str) -> str:
@@ -46,7 +46,9 @@ def environment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--copies", str(env)], check=True, timeout=300)
     subprocess.run(
         [str(env / "bin" / "python"), "-m", "pip", "install", "-q", "numpy<2", "tabulate"],
-        check=True, capture_output=True, timeout=600,
+        check=True,
+        capture_output=True,
+        timeout=600,
     )
     return env
 
@@ -71,7 +73,9 @@ def test_a_packed_environment_is_unpacked_once_into_the_cache(environment, tmp_p
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITIUM_CACHE_DIR", str(cache))
     repo = tmp_path / "repo"
-    model = add_model(repo, "m", config("$$TRITON_MODEL_DIRECTORY/env.tar.gz"), files={"libtriton_table.py": TABLE_BACKEND})
+    model = add_model(
+        repo, "m", config("$$TRITON_MODEL_DIRECTORY/env.tar.gz"), files={"libtriton_table.py": TABLE_BACKEND}
+    )
     with tarfile.open(model / "env.tar.gz", "w:gz") as tar:
         tar.add(environment, arcname="env")
     table, prefix = infer(start_server([repo]))
@@ -99,7 +103,7 @@ def test_environment_errors_fail_the_model_clearly(tmp_path, start_server):
     ) in log
 
 
-PYTHON_MODEL = '''
+PYTHON_MODEL = """
 import sys
 import numpy as np
 import tabulate
@@ -115,14 +119,16 @@ class TritonPythonModel:
             out = np.array([table.encode(), sys.prefix.encode()], dtype=object)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
         return responses
-'''
+"""
 
 
 def test_a_python_model_in_its_own_environment(environment, tmp_path, start_server):
     """Triton's EXECUTION_ENV_PATH for a model.py that needs a package the server lacks."""
     repo = tmp_path / "repo"
     model = add_model(
-        repo, "m", config("$$TRITON_MODEL_DIRECTORY/env").replace('"table"', '"python"'),
+        repo,
+        "m",
+        config("$$TRITON_MODEL_DIRECTORY/env").replace('"table"', '"python"'),
         files={"1/model.py": PYTHON_MODEL},
     )
     shutil.copytree(environment, model / "env", symlinks=True)

@@ -76,8 +76,13 @@ def server(trained: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
             booster.save_model(str(repo / "xgb_binary_name" / "1" / "xgboost.model"))
         add_model(repo, "lgb_proba", _config("lightgbm", _flag("predict_proba") + _flag("output_class")))
         trained["lgb"].booster_.save_model(str(repo / "lgb_proba" / "1" / "model.txt"))
-        add_model(repo, "rf_proba", _config("treelite_checkpoint", _flag("predict_proba") + _flag("output_class")
-                                            + _flag("storage_type", "DENSE")))
+        add_model(
+            repo,
+            "rf_proba",
+            _config(
+                "treelite_checkpoint", _flag("predict_proba") + _flag("output_class") + _flag("storage_type", "DENSE")
+            ),
+        )
         treelite.sklearn.import_model(trained["rf"]).serialize(str(repo / "rf_proba" / "1" / "checkpoint.tl"))
         add_model(repo, "auto", _config("lightgbm", _flag("predict_proba") + _flag("output_class"), io=False))
         trained["lgb"].booster_.save_model(str(repo / "auto" / "1" / "model.txt"))
@@ -144,8 +149,11 @@ def test_a_dynamic_batch_returns_each_request_its_rows(server: ServerProcess, tr
     ("model", "message"),
     [
         ("bad_file", "Internal: failed to load model 'bad_file' from '"),
-        ("bad_type", "Invalid argument: unable to load model 'bad_type': unknown model_type 'catboost' (expected one of "
-         "xgboost, xgboost_json, xgboost_ubj, lightgbm, treelite_checkpoint)"),
+        (
+            "bad_type",
+            "Invalid argument: unable to load model 'bad_type': unknown model_type 'catboost' (expected one of "
+            "xgboost, xgboost_json, xgboost_ubj, lightgbm, treelite_checkpoint)",
+        ),
         ("bad_dims", "unable to load model 'bad_dims': input 'input__0' has dims [7], the model takes 30 features"),
     ],
 )
@@ -156,19 +164,27 @@ def test_broken_models_fail_to_load_with_the_reason(server: ServerProcess, model
 
 
 def test_gpu_layout_parameters_are_logged_as_ignored(server: ServerProcess) -> None:
-    assert ("model 'rf_proba': parameter 'storage_type' tunes cuML FIL's GPU layout; the CPU predictor has no "
-            "such setting (ignored)") in server.log()
+    assert (
+        "model 'rf_proba': parameter 'storage_type' tunes cuML FIL's GPU layout; the CPU predictor has no "
+        "such setting (ignored)"
+    ) in server.log()
 
 
 def test_missing_treelite_is_a_clear_load_error(tmp_path: Path) -> None:
     repo = tmp_path / "models"
     add_model(repo, "needs_treelite", _config("xgboost_json"), files={"1/xgboost.json": "{}"})
-    server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env=fm.without_package(tmp_path, "treelite"))
+    server = ServerProcess(
+        [repo],
+        ["--exit-on-error=false"],
+        log_path=tmp_path / "server.log",
+        env=fm.without_package(tmp_path, "treelite"),
+    )
     server.start()
     try:
         assert not httpclient.InferenceServerClient(server.http_url).is_model_ready("needs_treelite")
-        assert ("failed to load 'needs_treelite' version 1: Unavailable: the fil backend needs the treelite "
-                "package: pip install 'tritium[fil]' (No module named 'treelite')") in server.log()
+        assert (
+            "failed to load 'needs_treelite' version 1: Unavailable: the fil backend needs the treelite "
+            "package: pip install 'tritium[fil]' (No module named 'treelite')"
+        ) in server.log()
     finally:
         server.stop()

@@ -40,7 +40,14 @@ SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "The 
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("framework_examples")
     repo, images = root / "models", root / "images"
-    command = [sys.executable, str(REPO_ROOT / "examples" / "fetch_models.py"), "--output", str(repo), "--images", str(images)]
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "examples" / "fetch_models.py"),
+        "--output",
+        str(repo),
+        "--images",
+        str(images),
+    ]
     for name in BUILT:
         command += ["--model", name]
     subprocess.run(command, check=True, capture_output=True, timeout=900)
@@ -96,8 +103,11 @@ def test_torchscript_classification_extension_uses_the_labels(server, coffee) ->
     client = httpclient.InferenceServerClient(server.http_url)
     tensor = httpclient.InferInput("INPUT__0", list(coffee.shape), "FP32")
     tensor.set_data_from_numpy(coffee, binary_data=True)
-    result = client.infer("efficientnet_lite0_torchscript", [tensor],
-                          outputs=[httpclient.InferRequestedOutput("OUTPUT__0", class_count=1)])
+    result = client.infer(
+        "efficientnet_lite0_torchscript",
+        [tensor],
+        outputs=[httpclient.InferRequestedOutput("OUTPUT__0", class_count=1)],
+    )
     assert result.as_numpy("OUTPUT__0")[0][0].decode().endswith(":967:espresso")
 
 
@@ -119,7 +129,9 @@ def test_openvino_efficientnet_gives_onnxruntimes_top5(server, built, coffee, pr
 
     logits = _infer(server, protocol, "efficientnet_lite0_openvino", {"input": coffee}, "logits")
     onnx_path = built[0] / "efficientnet_lite0_onnx" / "1" / "model.onnx"
-    expected = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(["logits"], {"input": coffee})[0]
+    expected = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(
+        ["logits"], {"input": coffee}
+    )[0]
     assert list(np.argsort(-logits[0])[:5]) == list(np.argsort(-expected[0])[:5])
     assert int(logits[0].argmax()) == 967
     np.testing.assert_allclose(logits, expected, rtol=0, atol=0.05)
@@ -131,8 +143,10 @@ def _tokens(built: tuple[Path, Path]) -> dict[str, np.ndarray]:
     tokenizer = Tokenizer.from_file(str(built[0] / "minilm_torchscript" / "tokenizer.json"))
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     rows = tokenizer.encode_batch(SENTENCES)
-    return {name: np.array([getattr(r, field) for r in rows], np.int64)
-            for name, field in (("input_ids", "ids"), ("attention_mask", "attention_mask"), ("token_type_ids", "type_ids"))}
+    return {
+        name: np.array([getattr(r, field) for r in rows], np.int64)
+        for name, field in (("input_ids", "ids"), ("attention_mask", "attention_mask"), ("token_type_ids", "type_ids"))
+    }
 
 
 def test_minilm_torchscript_gives_the_python_models_similarities(server, built) -> None:
@@ -147,7 +161,9 @@ def test_minilm_torchscript_gives_the_python_models_similarities(server, built) 
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-@pytest.mark.parametrize(("model", "train"), [("breast_cancer_xgboost", "train_xgboost"), ("breast_cancer_lightgbm", "train_lightgbm")])
+@pytest.mark.parametrize(
+    ("model", "train"), [("breast_cancer_xgboost", "train_xgboost"), ("breast_cancer_lightgbm", "train_lightgbm")]
+)
 def test_tree_models_equal_the_frameworks_predict_proba(server, protocol: str, model: str, train: str) -> None:
     x, _y = fx.breast_cancer()
     classifier = getattr(fx, train)()  # trained again, deterministically, as fetch_models.py did
@@ -160,8 +176,16 @@ def test_tensorrt_plan_without_a_gpu_fails_clearly_and_the_rest_serve(server) ->
         pytest.skip("this machine has a GPU: the TensorRT path is checked by scripts/gpu_check_tensorrt.sh")
     client = httpclient.InferenceServerClient(server.http_url)
     assert not client.is_model_ready("engine")
-    assert ("failed to load 'engine' version 1: Unavailable: the tensorrt backend runs TensorRT engines on NVIDIA "
-            "GPUs; this machine lacks an NVIDIA GPU with its driver") in server.log()
-    for model in ("efficientnet_lite0_onnx", "efficientnet_lite0_torchscript", "efficientnet_lite0_openvino",
-                  "minilm_torchscript", "breast_cancer_xgboost", "breast_cancer_lightgbm"):
+    assert (
+        "failed to load 'engine' version 1: Unavailable: the tensorrt backend runs TensorRT engines on NVIDIA "
+        "GPUs; this machine lacks an NVIDIA GPU with its driver"
+    ) in server.log()
+    for model in (
+        "efficientnet_lite0_onnx",
+        "efficientnet_lite0_torchscript",
+        "efficientnet_lite0_openvino",
+        "minilm_torchscript",
+        "breast_cancer_xgboost",
+        "breast_cancer_lightgbm",
+    ):
         assert client.is_model_ready(model), model

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import http.client
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -83,13 +84,32 @@ def request(server: ServerProcess, holder: dict[str, Any], path: str, body: byte
 # -- strategies ---------------------------------------------------------------------------------
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
 )
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5), max_leaves=30)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=30,
+)
 DATATYPES = ["BOOL", "UINT8", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES", "BF16", "NOPE", ""]
-KEYS = ["binary_data_size", "binary_data", "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size",
-        "classification", "binary_data_output", "sequence_id", "priority", "timeout", "triton_x", "x"]
+KEYS = [
+    "binary_data_size",
+    "binary_data",
+    "shared_memory_region",
+    "shared_memory_offset",
+    "shared_memory_byte_size",
+    "classification",
+    "binary_data_output",
+    "sequence_id",
+    "priority",
+    "timeout",
+    "triton_x",
+    "x",
+]
 parameters = st.dictionaries(st.sampled_from(KEYS), st.one_of(scalars, json_values), max_size=4)
 shapes = st.one_of(st.lists(st.integers(min_value=-2, max_value=70), max_size=3), json_values)
 tensor = st.fixed_dictionaries(
@@ -98,7 +118,10 @@ tensor = st.fixed_dictionaries(
         "name": st.one_of(st.sampled_from(["INPUT0", "OUTPUT0"]), scalars),
         "datatype": st.one_of(st.sampled_from(DATATYPES), scalars),
         "shape": shapes,
-        "data": st.one_of(st.lists(st.one_of(st.integers(-300, 300), st.floats(), st.text(max_size=4), st.booleans()), max_size=70), json_values),
+        "data": st.one_of(
+            st.lists(st.one_of(st.integers(-300, 300), st.floats(), st.text(max_size=4), st.booleans()), max_size=70),
+            json_values,
+        ),
         "parameters": st.one_of(parameters, json_values),
     },
 )
@@ -133,7 +156,11 @@ def test_fuzz_http_infer_json(server: ServerProcess, conn: dict[str, Any], doc: 
 @given(
     doc=infer_documents,
     binary=st.binary(max_size=300),
-    header=st.one_of(st.none(), st.integers(-5, 400).map(str), st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12)),
+    header=st.one_of(
+        st.none(),
+        st.integers(-5, 400).map(str),
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
+    ),
     encoding=st.sampled_from([None, "gzip", "deflate", "identity", "br", ""]),
 )
 def test_fuzz_http_binary_extension(
@@ -148,19 +175,33 @@ def test_fuzz_http_binary_extension(
 
 @FUZZ
 @given(
-    path=st.sampled_from([
-        "/v2/repository/index", "/v2/repository/models/echo/unload", "/v2/repository/models/nothere/unload",
-        "/v2/systemsharedmemory/region/fuzz/register", "/v2/systemsharedmemory/region/fuzz/unregister",
-        "/v2/systemsharedmemory/unregister", "/v2/cudasharedmemory/region/fuzz/register",
-        "/v2/systemsharedmemory/status", "/v2/models/echo/ready",
-    ]),
+    path=st.sampled_from(
+        [
+            "/v2/repository/index",
+            "/v2/repository/models/echo/unload",
+            "/v2/repository/models/nothere/unload",
+            "/v2/systemsharedmemory/region/fuzz/register",
+            "/v2/systemsharedmemory/region/fuzz/unregister",
+            "/v2/systemsharedmemory/unregister",
+            "/v2/cudasharedmemory/region/fuzz/register",
+            "/v2/systemsharedmemory/status",
+            "/v2/models/echo/ready",
+        ]
+    ),
     doc=st.one_of(
         json_values,
-        st.fixed_dictionaries({}, optional={
-            "ready": scalars, "parameters": st.one_of(json_values, st.dictionaries(st.text(max_size=10), scalars)),
-            "key": st.one_of(st.text(max_size=12), scalars), "offset": scalars, "byte_size": scalars,
-            "raw_handle": json_values, "device_id": scalars,
-        }),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "ready": scalars,
+                "parameters": st.one_of(json_values, st.dictionaries(st.text(max_size=10), scalars)),
+                "key": st.one_of(st.text(max_size=12), scalars),
+                "offset": scalars,
+                "byte_size": scalars,
+                "raw_handle": json_values,
+                "device_id": scalars,
+            },
+        ),
     ),
     raw=st.one_of(st.none(), st.binary(max_size=64)),
 )
@@ -179,9 +220,19 @@ def channel(server: ServerProcess) -> Iterator[grpc.Channel]:
         yield ch
 
 
-METHODS = ["ModelInfer", "ModelMetadata", "ModelConfig", "ModelReady", "ModelStatistics", "RepositoryIndex",
-           "RepositoryModelUnload", "SystemSharedMemoryRegister", "SystemSharedMemoryStatus",
-           "CudaSharedMemoryRegister", "ServerMetadata"]
+METHODS = [
+    "ModelInfer",
+    "ModelMetadata",
+    "ModelConfig",
+    "ModelReady",
+    "ModelStatistics",
+    "RepositoryIndex",
+    "RepositoryModelUnload",
+    "SystemSharedMemoryRegister",
+    "SystemSharedMemoryStatus",
+    "CudaSharedMemoryRegister",
+    "ServerMetadata",
+]
 
 
 def grpc_call(channel: grpc.Channel, method: str, payload: bytes) -> None:
@@ -189,7 +240,12 @@ def grpc_call(channel: grpc.Channel, method: str, payload: bytes) -> None:
     try:
         call(payload, timeout=60)
     except grpc.RpcError as exc:
-        assert exc.code() not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), (method, payload[:200], exc.code(), exc.details())
+        assert exc.code() not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), (
+            method,
+            payload[:200],
+            exc.code(),
+            exc.details(),
+        )
 
 
 @FUZZ
@@ -202,12 +258,18 @@ def test_fuzz_grpc_raw_bytes(channel: grpc.Channel, method: str, payload: bytes)
 @given(
     model=st.sampled_from(["echo", "strings", "f32", "missing", ""]),
     inputs=st.lists(
-        st.tuples(st.sampled_from(["INPUT0", "X", ""]), st.sampled_from(DATATYPES),
-                  st.lists(st.integers(-3, 40), max_size=3), st.binary(max_size=64)),
+        st.tuples(
+            st.sampled_from(["INPUT0", "X", ""]),
+            st.sampled_from(DATATYPES),
+            st.lists(st.integers(-3, 40), max_size=3),
+            st.binary(max_size=64),
+        ),
         max_size=3,
     ),
     raw=st.booleans(),
-    params=st.dictionaries(st.sampled_from(KEYS), st.one_of(st.integers(-5, 2**63 - 1), st.booleans(), st.text(max_size=5)), max_size=3),
+    params=st.dictionaries(
+        st.sampled_from(KEYS), st.one_of(st.integers(-5, 2**63 - 1), st.booleans(), st.text(max_size=5)), max_size=3
+    ),
     outputs=st.lists(st.sampled_from(["OUTPUT0", "nope", ""]), max_size=2),
 )
 def test_fuzz_grpc_infer_messages(
@@ -235,8 +297,8 @@ def test_fuzz_grpc_infer_messages(
 
 
 def test_the_server_survived_the_fuzzing(server: ServerProcess) -> None:
-    import tritonclient.http as httpclient
     import numpy as np
+    import tritonclient.http as httpclient
 
     assert server.proc is not None and server.proc.poll() is None
     client = httpclient.InferenceServerClient(server.http_url)
@@ -246,5 +308,7 @@ def test_the_server_survived_the_fuzzing(server: ServerProcess) -> None:
     assert client.infer("echo", [tensor]).as_numpy("OUTPUT0").tolist() == [1, 2, 3]
     log = server.log()
     assert "Traceback" not in log, log[-3000:]
-    rss = next(line for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
+    rss = next(
+        line for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines() if line.startswith("VmHWM")
+    )
     assert int(rss.split()[1]) < 1 << 20, rss  # peak under 1 GiB (kB)

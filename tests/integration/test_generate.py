@@ -166,7 +166,10 @@ def test_lists_versions_and_request_id(server: ServerProcess) -> None:
     status, _, body = post(server, "plain/versions/1/generate", '{"text_input":["hi"],"n":[2],"id":"r7"}')
     assert status == 200
     assert json.loads(body) == {
-        "count": 1, "id": "r7", "model_name": "plain", "model_version": "1",
+        "count": 1,
+        "id": "r7",
+        "model_name": "plain",
+        "model_version": "1",
         "text_output": ["hi", json.dumps({"id": "r7"})],
     }
 
@@ -175,26 +178,77 @@ def test_batching_model_gets_batch_dim_and_variable_dims(server: ServerProcess) 
     status, _, body = post(server, "batching/generate", '{"a":[1,2,3,4],"b":[1,2,3,4,5,6]}')
     assert status == 200
     # a: dims [-1,-1] -> [1,4] (the last -1 takes the elements), b: [3,-1] -> [3,2]; batch dim 1 first
-    assert json.loads(body) == {"model_name": "batching", "model_version": "1", "sa": [1, 1, 4], "sb": [1, 3, 2], "total": 10.0}
+    assert json.loads(body) == {
+        "model_name": "batching",
+        "model_version": "1",
+        "sa": [1, 1, 4],
+        "sb": [1, 3, 2],
+        "total": 10.0,
+    }
 
 
 @pytest.mark.parametrize(
     ("path", "body", "status", "message"),
     [
         ("nope/generate", '{"text_input":"hi"}', 404, "Request for unknown model: 'nope' is not found"),
-        ("plain/versions/2/generate", '{"text_input":"hi"}', 404, "Request for unknown model: 'plain' version 2 is not found"),
+        (
+            "plain/versions/2/generate",
+            '{"text_input":"hi"}',
+            404,
+            "Request for unknown model: 'plain' version 2 is not found",
+        ),
         ("plain/generate", "xx", 400, "failed to parse the request JSON buffer: Invalid value. at 0"),
         ("plain/generate", "", 400, "failed to parse the request JSON buffer: The document is empty. at 0"),
         ("plain/generate", "[1]", 400, "attempt to get members for non-object"),
-        ("plain/generate", '{"text_input":5}', 400, "Unable to parse JSON bytes array: attempt to access JSON non-string as string"),
-        ("plain/generate", '{"text_input":"hi","n":"x"}', 400, "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"),
-        ("plain/generate", '{"text_input":"hi","p":[1]}', 400, "parameter 'p' has invalid type. It should be either 'int', 'bool', or 'string'."),
-        ("plain/generate", '{"text_input":"hi","p":null}', 400, "parameter 'p' has invalid type. It should be either 'int', 'bool', or 'string'."),
-        ("batching/generate", '{"a":[1,2],"b":[1,2,3,4]}', 400, "The schema can not convert input 'b' to tensor with proper shape"),
-        ("batching/generate", '{"a":[[1,2],[3,4]]}', 400, "Unable to parse 'data': Shape does not match true shape of 'data' field"),
-        ("batching/generate", '{"a":[1],"a":[2]}', 400, "[request id: <id_unknown>] input 'a' already exists in request"),
-        ("batching/generate", "{}", 400, "[request id: <id_unknown>] expected number of inputs between 1 and 2 but got 0 inputs "
-         "for model 'batching'. Got input(s) [], but missing required input(s) ['a']. Please provide all required input(s)."),
+        (
+            "plain/generate",
+            '{"text_input":5}',
+            400,
+            "Unable to parse JSON bytes array: attempt to access JSON non-string as string",
+        ),
+        (
+            "plain/generate",
+            '{"text_input":"hi","n":"x"}',
+            400,
+            "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer",
+        ),
+        (
+            "plain/generate",
+            '{"text_input":"hi","p":[1]}',
+            400,
+            "parameter 'p' has invalid type. It should be either 'int', 'bool', or 'string'.",
+        ),
+        (
+            "plain/generate",
+            '{"text_input":"hi","p":null}',
+            400,
+            "parameter 'p' has invalid type. It should be either 'int', 'bool', or 'string'.",
+        ),
+        (
+            "batching/generate",
+            '{"a":[1,2],"b":[1,2,3,4]}',
+            400,
+            "The schema can not convert input 'b' to tensor with proper shape",
+        ),
+        (
+            "batching/generate",
+            '{"a":[[1,2],[3,4]]}',
+            400,
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ),
+        (
+            "batching/generate",
+            '{"a":[1],"a":[2]}',
+            400,
+            "[request id: <id_unknown>] input 'a' already exists in request",
+        ),
+        (
+            "batching/generate",
+            "{}",
+            400,
+            "[request id: <id_unknown>] expected number of inputs between 1 and 2 but got 0 inputs "
+            "for model 'batching'. Got input(s) [], but missing required input(s) ['a']. Please provide all required input(s).",
+        ),
         ("dec/generate", '{"text_input":"hi","n":-1}', 400, "negative n"),
     ],
 )
@@ -204,7 +258,10 @@ def test_generate_errors(server: ServerProcess, path: str, body: str, status: in
 
 def test_generate_on_decoupled_model(server: ServerProcess) -> None:
     status, _, body = post(server, "dec/generate", '{"text_input":"hi","n":1}')
-    assert (status, json.loads(body)) == (200, {"idx": 0, "model_name": "dec", "model_version": "1", "text_output": "hi"})
+    assert (status, json.loads(body)) == (
+        200,
+        {"idx": 0, "model_name": "dec", "model_version": "1", "text_output": "hi"},
+    )
     many = "generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses"
     for n in (0, 2):  # Triton answers these with 200 and the error body
         assert post(server, "dec/generate", f'{{"text_input":"hi","n":{n}}}') == (400, "application/json", error(many))
@@ -236,7 +293,9 @@ def test_stream_events(server: ServerProcess) -> None:
     assert status == 200
     assert headers["content-type"] == "text/event-stream; charset=utf-8"
     assert headers["transfer-encoding"] == "chunked"
-    assert body == b"".join(event({"idx": i, "model_name": "dec", "model_version": "1", "text_output": "hi"}) for i in range(2))
+    assert body == b"".join(
+        event({"idx": i, "model_name": "dec", "model_version": "1", "text_output": "hi"}) for i in range(2)
+    )
 
 
 def test_stream_framing_on_the_wire(server: ServerProcess) -> None:
@@ -245,8 +304,10 @@ def test_stream_framing_on_the_wire(server: ServerProcess) -> None:
 
     body = b'{"text_input":"hi","n":1}'
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sock:
-        sock.sendall(b"POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        sock.sendall(
+            b"POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         raw = b""
         while chunk := sock.recv(65536):
             raw += chunk
@@ -265,19 +326,37 @@ def test_stream_error_during_stream_is_an_event(server: ServerProcess) -> None:
 def test_stream_error_before_the_first_response(server: ServerProcess) -> None:
     # the model's error response: an error status, the error as the stream's event
     status, headers, body = stream(server, "dec/generate_stream", '{"text_input":"hi","n":-1}')
-    assert (status, headers["content-type"], body) == (400, "text/event-stream; charset=utf-8", b'data: {"error":"negative n"}\n\n')
+    assert (status, headers["content-type"], body) == (
+        400,
+        "text/event-stream; charset=utf-8",
+        b'data: {"error":"negative n"}\n\n',
+    )
     # refused before it runs: a JSON error
     status, headers, body = stream(server, "dec/generate_stream", '{"text_input":"hi"}')
     assert (status, headers["content-type"]) == (400, "application/json")
-    assert json.loads(body)["error"].startswith("[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'dec'.")
-    assert stream(server, "nope/generate_stream", "{}")[::2] == (404, error("Request for unknown model: 'nope' is not found"))
-    assert stream(server, "dec/generate_stream", "xx")[::2] == (400, error("failed to parse the request JSON buffer: Invalid value. at 0"))
+    assert json.loads(body)["error"].startswith(
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'dec'."
+    )
+    assert stream(server, "nope/generate_stream", "{}")[::2] == (
+        404,
+        error("Request for unknown model: 'nope' is not found"),
+    )
+    assert stream(server, "dec/generate_stream", "xx")[::2] == (
+        400,
+        error("failed to parse the request JSON buffer: Invalid value. at 0"),
+    )
 
 
 def test_stream_no_response_and_plain_model(server: ServerProcess) -> None:
     assert stream(server, "dec/generate_stream", '{"text_input":"hi","n":0}')[::2] == (200, b"")
     status, _, body = stream(server, "plain/generate_stream", '{"text_input":"hi","id":"s1"}')
-    expected = {"count": 1, "id": "s1", "model_name": "plain", "model_version": "1", "text_output": ["hi", json.dumps({"id": "s1"})]}
+    expected = {
+        "count": 1,
+        "id": "s1",
+        "model_name": "plain",
+        "model_version": "1",
+        "text_output": ["hi", json.dumps({"id": "s1"})],
+    }
     assert (status, body) == (200, event(expected))
 
 
@@ -300,7 +379,10 @@ def test_client_leaving_mid_stream_keeps_server_serving(server: ServerProcess) -
 
     body = b'{"text_input":"hi","n":200}'
     with socket.create_connection(("127.0.0.1", server.http_port), timeout=60) as sock:
-        sock.sendall(b"POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        sock.sendall(
+            b"POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
         assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
     status, _, answer = post(server, "dec/generate", '{"text_input":"hi","n":1}')
     assert status == 200 and json.loads(answer)["idx"] == 0
@@ -308,9 +390,20 @@ def test_client_leaving_mid_stream_keeps_server_serving(server: ServerProcess) -
 
 # -- server metadata --------------------------------------------------------------------------------------
 EXTENSIONS = [
-    "classification", "sequence", "model_repository", "model_repository(unload_dependents)", "schedule_policy",
-    "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-    "statistics", "generate", "trace", "logging",
+    "classification",
+    "sequence",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
+    "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "generate",
+    "trace",
+    "logging",
 ]
 
 

@@ -10,8 +10,8 @@ malformed requests). Expected codes and messages are Triton 2.51's, as recorded 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import grpc
 import numpy as np
@@ -21,8 +21,8 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
-from tests.support.repo import add_model, identity_config
 from tests.support.clients import module_server
+from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
 # KServe datatype -> config type, numpy dtype, sample values (extremes, NaN/Inf where they exist)
@@ -135,7 +135,9 @@ def stub(server: ServerProcess) -> Iterator[service_pb2_grpc.GRPCInferenceServic
 FP32_16 = np.arange(16, dtype=np.float32) + 0.5
 
 
-def fp32_request(model: str = "identity_fp32", shape: tuple[int, ...] = (1, 16), **fields: object) -> pb.ModelInferRequest:
+def fp32_request(
+    model: str = "identity_fp32", shape: tuple[int, ...] = (1, 16), **fields: object
+) -> pb.ModelInferRequest:
     """A raw FP32 request for ``model`` with INPUT0 of ``shape`` (data 0.5, 1.5, ...)."""
     request = pb.ModelInferRequest(model_name=model, **fields)
     request.inputs.add(name="INPUT0", datatype="FP32", shape=list(shape))
@@ -196,7 +198,9 @@ def test_typed_contents_round_trip(stub: service_pb2_grpc.GRPCInferenceServiceSt
 
 
 @pytest.mark.parametrize("datatype", ["FP16", "BF16"])
-def test_typed_contents_have_no_field_for_16_bit_floats(stub: service_pb2_grpc.GRPCInferenceServiceStub, datatype: str) -> None:
+def test_typed_contents_have_no_field_for_16_bit_floats(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, datatype: str
+) -> None:
     request = pb.ModelInferRequest(model_name=model_name(datatype))
     tensor = request.inputs.add(name="INPUT0", datatype=datatype, shape=[2])
     tensor.contents.fp32_contents.extend([1.0, 2.0])
@@ -325,7 +329,9 @@ def _with(request: pb.ModelInferRequest, edit: Callable[[pb.ModelInferRequest], 
     return request
 
 
-def _bytes_request(shape: list[int], raw: bytes | None = None, items: list[bytes] | None = None) -> pb.ModelInferRequest:
+def _bytes_request(
+    shape: list[int], raw: bytes | None = None, items: list[bytes] | None = None
+) -> pb.ModelInferRequest:
     request = pb.ModelInferRequest(model_name="identity_bytes")
     tensor = request.inputs.add(name="INPUT0", datatype="BYTES", shape=shape)
     if items is not None:
@@ -356,120 +362,271 @@ def case(name: str, build: Callable[[], pb.ModelInferRequest], code: grpc.Status
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 BAD_REQUESTS = [
-    case("unknown model", lambda: fp32_request("nope"), grpc.StatusCode.NOT_FOUND,
-     "Request for unknown model: 'nope' is not found"),
-    case("empty model name", lambda: fp32_request(""), grpc.StatusCode.NOT_FOUND,
-     "Request for unknown model: '' is not found"),
-    case("unknown version", lambda: fp32_request(model_version="3"), grpc.StatusCode.NOT_FOUND,
-     "Request for unknown model: 'identity_fp32' version 3 is not found"),
-    case("non-numeric version", lambda: fp32_request(model_version="abc"), INVALID,
-     "failed to get model version from specified version string 'abc' (details: stol), "
-     "version should be an integral value > 0"),
-    case("negative version", lambda: fp32_request(model_version="-1"), INVALID,
-     "invalid model version specified '-1' , version should be an integral value > 0"),
-    case("unknown model wins over bad contents", lambda: _typed_fp32(16, "int_contents", model="nope"),
-     grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'nope' is not found"),
-    case("wrong shape", lambda: fp32_request(shape=(1, 15)), INVALID,
-     "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'identity_fp32'. "
-     "Expected [-1,16], got [1,15]." + NOTE),
-    case("wrong shape, request id set", lambda: fp32_request(shape=(1, 15), id="req-7"), INVALID,
-     "[request id: req-7] unexpected shape for input 'INPUT0' for model 'identity_fp32'. "
-     "Expected [-1,16], got [1,15]." + NOTE),
-    case("wrong shape, model without batching", lambda: fp32_request("identity_nobatch", shape=(3, 2)), INVALID,
-     "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'identity_nobatch'. "
-     "Expected [2,3], got [3,2]. "),
-    case("wrong datatype", lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "datatype", "INT32")), INVALID,
-     "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'identity_fp32' expects 'FP32'"),
     case(
-        "unknown datatype", lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "datatype", "FOO")), INVALID,
+        "unknown model",
+        lambda: fp32_request("nope"),
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: 'nope' is not found",
+    ),
+    case(
+        "empty model name",
+        lambda: fp32_request(""),
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: '' is not found",
+    ),
+    case(
+        "unknown version",
+        lambda: fp32_request(model_version="3"),
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: 'identity_fp32' version 3 is not found",
+    ),
+    case(
+        "non-numeric version",
+        lambda: fp32_request(model_version="abc"),
+        INVALID,
+        "failed to get model version from specified version string 'abc' (details: stol), "
+        "version should be an integral value > 0",
+    ),
+    case(
+        "negative version",
+        lambda: fp32_request(model_version="-1"),
+        INVALID,
+        "invalid model version specified '-1' , version should be an integral value > 0",
+    ),
+    case(
+        "unknown model wins over bad contents",
+        lambda: _typed_fp32(16, "int_contents", model="nope"),
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: 'nope' is not found",
+    ),
+    case(
+        "wrong shape",
+        lambda: fp32_request(shape=(1, 15)),
+        INVALID,
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'identity_fp32'. "
+        "Expected [-1,16], got [1,15]." + NOTE,
+    ),
+    case(
+        "wrong shape, request id set",
+        lambda: fp32_request(shape=(1, 15), id="req-7"),
+        INVALID,
+        "[request id: req-7] unexpected shape for input 'INPUT0' for model 'identity_fp32'. "
+        "Expected [-1,16], got [1,15]." + NOTE,
+    ),
+    case(
+        "wrong shape, model without batching",
+        lambda: fp32_request("identity_nobatch", shape=(3, 2)),
+        INVALID,
+        "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'identity_nobatch'. "
+        "Expected [2,3], got [3,2]. ",
+    ),
+    case(
+        "wrong datatype",
+        lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "datatype", "INT32")),
+        INVALID,
+        "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'identity_fp32' expects 'FP32'",
+    ),
+    case(
+        "unknown datatype",
+        lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "datatype", "FOO")),
+        INVALID,
         "[request id: <id_unknown>] inference input 'INPUT0' data-type is '<invalid>', but model 'identity_fp32' "
         "expects 'FP32'",
     ),
-    case("missing input", lambda: pb.ModelInferRequest(model_name="identity_fp32"), INVALID,
-     "[request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'identity_fp32'. Got input(s) [], "
-     "but missing required input(s) ['INPUT0']. Please provide all required input(s)."),
+    case(
+        "missing input",
+        lambda: pb.ModelInferRequest(model_name="identity_fp32"),
+        INVALID,
+        "[request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'identity_fp32'. Got input(s) [], "
+        "but missing required input(s) ['INPUT0']. Please provide all required input(s).",
+    ),
     # deliberate difference: Triton prints the empty list as "]"
-    case("extra unknown input",
-     lambda: _with(fp32_request(), lambda r: (r.inputs.add(name="BOGUS", datatype="FP32", shape=[1, 16]),
-                                              r.raw_input_contents.append(bytes(64)))), INVALID,
-     "[request id: <id_unknown>] expected 1 inputs but got 2 inputs for model 'identity_fp32'. Got input(s) "
-     "['BOGUS','INPUT0'], but missing required input(s) []. Please provide all required input(s)."),
-    case("wrong input name", lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "name", "BOGUS")), INVALID,
-     "unexpected inference input 'BOGUS' for model 'identity_fp32'"),
-    case("duplicate input",
-     lambda: _with(fp32_request(), lambda r: (r.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16]),
-                                              r.raw_input_contents.append(bytes(64)))), INVALID,
-     "[request id: <id_unknown>] input 'INPUT0' already exists in request"),
-    case("unknown requested output", lambda: _with(fp32_request(), lambda r: r.outputs.add(name="BOGUS_OUT")), INVALID,
-     "unexpected inference output 'BOGUS_OUT' for model 'identity_fp32'"),
-    case("typed contents count != shape", lambda: _typed_fp32(15), INVALID,
-     "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
-     "Expected 64, got 60"),
-    case("typed contents of the wrong kind", lambda: _typed_fp32(16, "int_contents"), INVALID,
-     "unexpected explicit tensor data for input tensor 'INPUT0' for model 'identity_fp32' of type 'INT32', "
-     "expected datatype 'FP32'"),
-    case("two typed contents fields",
-     lambda: _with(_typed_fp32(16), lambda r: r.inputs[0].contents.fp64_contents.extend([1.0])), INVALID,
-     "unexpected explicit tensor data for input tensor 'INPUT0' for model 'identity_fp32', "
-     "binary data was already supplied."),
-    case("raw size != shape", lambda: _with(fp32_request(), lambda r: r.raw_input_contents.__setitem__(0, bytes(60))),
-     INVALID,
-     "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
-     "Expected 64, got 60"),
-    case("no data at all", lambda: _with(fp32_request(), lambda r: r.ClearField("raw_input_contents")), INVALID,
-     "unable to find data for input tensor 'INPUT0' for model 'identity_fp32' in request."),
-    case("fewer raw contents than inputs", _two_inputs_one_raw, INVALID,
-     "unable to find data for input tensor 'INPUT1' for model 'classify_nobatch' in request."),
-    case("contents and raw_input_contents",
-     lambda: _with(fp32_request(), lambda r: r.inputs[0].contents.fp32_contents.extend([0.0] * 16)), INVALID,
-     "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'identity_fp32'"),
-    case("BYTES length prefix beyond the buffer", lambda: _bytes_request([1], raw=struct.pack("<I", 100) + b"abc"),
-     INVALID,
-     "incomplete string data for inference input 'INPUT0', expecting string of length 100 but only 3 bytes available"),
-    case("BYTES buffer shorter than a length prefix", lambda: _bytes_request([1], raw=b"\x01\x00"), INVALID,
-     "[request id: <id_unknown>] incomplete string length indicator for inference input 'INPUT0' for model "
-     "'identity_bytes', expecting 4 bytes but only 2 bytes available. Please make sure the string length "
-     "indicator is in one buffer."),
-    case("BYTES 2 elements for shape [3]", lambda: _bytes_request([3], raw=struct.pack("<I", 1) + b"a" + struct.pack("<I", 0)),
-     INVALID,
-     "[request id: <id_unknown>] expected 3 string elements for inference input 'INPUT0' for model "
-     "'identity_bytes', got 2"),
-    case("BYTES contents 3 elements for shape [2]", lambda: _bytes_request([2], items=[b"a", b"b", b"c"]), INVALID,
-     "[request id: <id_unknown>] unexpected number of string elements 3 for inference input 'INPUT0' for model "
-     "'identity_bytes', expecting 2"),
-    case("batch above max_batch_size", lambda: fp32_request(shape=(9, 16)), INVALID,
-     "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'"),
-    case("batch dimension missing", lambda: fp32_request(shape=(16,)), INVALID,
-     "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'"),
-    case("classification as string_param",
-     lambda: _with(fp32_request(), lambda r: setattr(
-         r.outputs.add(name="OUTPUT0").parameters["classification"], "string_param", "3")), INVALID,
-     "invalid value type for 'classification' parameter, expected int64_param"),
-    case("classification as bool_param",
-     lambda: _with(fp32_request(), lambda r: setattr(
-         r.outputs.add(name="OUTPUT0").parameters["classification"], "bool_param", True)), INVALID,
-     "invalid value type for 'classification' parameter, expected int64_param"),
-    case("classification 0",
-     lambda: _with(fp32_request(), lambda r: setattr(
-         r.outputs.add(name="OUTPUT0").parameters["classification"], "int64_param", 0)), INVALID,
-     "invalid value for 'classification' parameter, expected >= 0"),
-    case("classification of an unknown output",
-     lambda: _with(fp32_request("classify", shape=(1, 5)), lambda r: setattr(
-         r.outputs.add(name="NOPE").parameters["classification"], "int64_param", 1)), INVALID,
-     "unexpected inference output 'NOPE' for model 'classify'"),
-    case("priority as string",
-     lambda: _with(fp32_request(), lambda r: setattr(r.parameters["priority"], "string_param", "high")), INVALID,
-     "invalid value type for 'priority' parameter, expected int64_param or uint64_param."),
-    case("reserved parameter key",
-     lambda: _with(fp32_request(), lambda r: setattr(r.parameters["triton_foo"], "bool_param", True)), INVALID,
-     "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting "
-     "with 'triton_' are allowed: triton_enable_empty_final_response"),
-    case("parameter without a value", lambda: _with(fp32_request(), lambda r: r.parameters["empty"].SetInParent()),
-     INVALID, "invalid value type for 'empty' parameter, expected int64_param, bool_param, or string_param."),
-    case("input in an unregistered shared-memory region",
-     lambda: _with(fp32_request(), lambda r: setattr(
-         r.inputs[0].parameters["shared_memory_region"], "string_param", "shm0")), grpc.StatusCode.NOT_FOUND,
-     "Unable to find shared memory region: 'shm0'"),
+    case(
+        "extra unknown input",
+        lambda: _with(
+            fp32_request(),
+            lambda r: (
+                r.inputs.add(name="BOGUS", datatype="FP32", shape=[1, 16]),
+                r.raw_input_contents.append(bytes(64)),
+            ),
+        ),
+        INVALID,
+        "[request id: <id_unknown>] expected 1 inputs but got 2 inputs for model 'identity_fp32'. Got input(s) "
+        "['BOGUS','INPUT0'], but missing required input(s) []. Please provide all required input(s).",
+    ),
+    case(
+        "wrong input name",
+        lambda: _with(fp32_request(), lambda r: setattr(r.inputs[0], "name", "BOGUS")),
+        INVALID,
+        "unexpected inference input 'BOGUS' for model 'identity_fp32'",
+    ),
+    case(
+        "duplicate input",
+        lambda: _with(
+            fp32_request(),
+            lambda r: (
+                r.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16]),
+                r.raw_input_contents.append(bytes(64)),
+            ),
+        ),
+        INVALID,
+        "[request id: <id_unknown>] input 'INPUT0' already exists in request",
+    ),
+    case(
+        "unknown requested output",
+        lambda: _with(fp32_request(), lambda r: r.outputs.add(name="BOGUS_OUT")),
+        INVALID,
+        "unexpected inference output 'BOGUS_OUT' for model 'identity_fp32'",
+    ),
+    case(
+        "typed contents count != shape",
+        lambda: _typed_fp32(15),
+        INVALID,
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
+        "Expected 64, got 60",
+    ),
+    case(
+        "typed contents of the wrong kind",
+        lambda: _typed_fp32(16, "int_contents"),
+        INVALID,
+        "unexpected explicit tensor data for input tensor 'INPUT0' for model 'identity_fp32' of type 'INT32', "
+        "expected datatype 'FP32'",
+    ),
+    case(
+        "two typed contents fields",
+        lambda: _with(_typed_fp32(16), lambda r: r.inputs[0].contents.fp64_contents.extend([1.0])),
+        INVALID,
+        "unexpected explicit tensor data for input tensor 'INPUT0' for model 'identity_fp32', "
+        "binary data was already supplied.",
+    ),
+    case(
+        "raw size != shape",
+        lambda: _with(fp32_request(), lambda r: r.raw_input_contents.__setitem__(0, bytes(60))),
+        INVALID,
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
+        "Expected 64, got 60",
+    ),
+    case(
+        "no data at all",
+        lambda: _with(fp32_request(), lambda r: r.ClearField("raw_input_contents")),
+        INVALID,
+        "unable to find data for input tensor 'INPUT0' for model 'identity_fp32' in request.",
+    ),
+    case(
+        "fewer raw contents than inputs",
+        _two_inputs_one_raw,
+        INVALID,
+        "unable to find data for input tensor 'INPUT1' for model 'classify_nobatch' in request.",
+    ),
+    case(
+        "contents and raw_input_contents",
+        lambda: _with(fp32_request(), lambda r: r.inputs[0].contents.fp32_contents.extend([0.0] * 16)),
+        INVALID,
+        "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'identity_fp32'",
+    ),
+    case(
+        "BYTES length prefix beyond the buffer",
+        lambda: _bytes_request([1], raw=struct.pack("<I", 100) + b"abc"),
+        INVALID,
+        "incomplete string data for inference input 'INPUT0', expecting string of length 100 but only 3 bytes available",
+    ),
+    case(
+        "BYTES buffer shorter than a length prefix",
+        lambda: _bytes_request([1], raw=b"\x01\x00"),
+        INVALID,
+        "[request id: <id_unknown>] incomplete string length indicator for inference input 'INPUT0' for model "
+        "'identity_bytes', expecting 4 bytes but only 2 bytes available. Please make sure the string length "
+        "indicator is in one buffer.",
+    ),
+    case(
+        "BYTES 2 elements for shape [3]",
+        lambda: _bytes_request([3], raw=struct.pack("<I", 1) + b"a" + struct.pack("<I", 0)),
+        INVALID,
+        "[request id: <id_unknown>] expected 3 string elements for inference input 'INPUT0' for model "
+        "'identity_bytes', got 2",
+    ),
+    case(
+        "BYTES contents 3 elements for shape [2]",
+        lambda: _bytes_request([2], items=[b"a", b"b", b"c"]),
+        INVALID,
+        "[request id: <id_unknown>] unexpected number of string elements 3 for inference input 'INPUT0' for model "
+        "'identity_bytes', expecting 2",
+    ),
+    case(
+        "batch above max_batch_size",
+        lambda: fp32_request(shape=(9, 16)),
+        INVALID,
+        "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'",
+    ),
+    case(
+        "batch dimension missing",
+        lambda: fp32_request(shape=(16,)),
+        INVALID,
+        "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'identity_fp32'",
+    ),
+    case(
+        "classification as string_param",
+        lambda: _with(
+            fp32_request(),
+            lambda r: setattr(r.outputs.add(name="OUTPUT0").parameters["classification"], "string_param", "3"),
+        ),
+        INVALID,
+        "invalid value type for 'classification' parameter, expected int64_param",
+    ),
+    case(
+        "classification as bool_param",
+        lambda: _with(
+            fp32_request(),
+            lambda r: setattr(r.outputs.add(name="OUTPUT0").parameters["classification"], "bool_param", True),
+        ),
+        INVALID,
+        "invalid value type for 'classification' parameter, expected int64_param",
+    ),
+    case(
+        "classification 0",
+        lambda: _with(
+            fp32_request(),
+            lambda r: setattr(r.outputs.add(name="OUTPUT0").parameters["classification"], "int64_param", 0),
+        ),
+        INVALID,
+        "invalid value for 'classification' parameter, expected >= 0",
+    ),
+    case(
+        "classification of an unknown output",
+        lambda: _with(
+            fp32_request("classify", shape=(1, 5)),
+            lambda r: setattr(r.outputs.add(name="NOPE").parameters["classification"], "int64_param", 1),
+        ),
+        INVALID,
+        "unexpected inference output 'NOPE' for model 'classify'",
+    ),
+    case(
+        "priority as string",
+        lambda: _with(fp32_request(), lambda r: setattr(r.parameters["priority"], "string_param", "high")),
+        INVALID,
+        "invalid value type for 'priority' parameter, expected int64_param or uint64_param.",
+    ),
+    case(
+        "reserved parameter key",
+        lambda: _with(fp32_request(), lambda r: setattr(r.parameters["triton_foo"], "bool_param", True)),
+        INVALID,
+        "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting "
+        "with 'triton_' are allowed: triton_enable_empty_final_response",
+    ),
+    case(
+        "parameter without a value",
+        lambda: _with(fp32_request(), lambda r: r.parameters["empty"].SetInParent()),
+        INVALID,
+        "invalid value type for 'empty' parameter, expected int64_param, bool_param, or string_param.",
+    ),
+    case(
+        "input in an unregistered shared-memory region",
+        lambda: _with(
+            fp32_request(), lambda r: setattr(r.inputs[0].parameters["shared_memory_region"], "string_param", "shm0")
+        ),
+        grpc.StatusCode.NOT_FOUND,
+        "Unable to find shared memory region: 'shm0'",
+    ),
 ]
 
 

@@ -12,8 +12,9 @@ import asyncio
 import queue
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -25,10 +26,9 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.support.repo import add_model, identity_config
 from tests.support.clients import module_server, wait_grpc_ready
+from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
-
 
 EXTENSIONS = [
     "classification",
@@ -108,7 +108,9 @@ def as_dict(message: Any) -> dict[str, Any]:
 
 
 # -- health ------------------------------------------------------------------------------------------
-def test_server_live_and_ready(client: grpcclient.InferenceServerClient, stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+def test_server_live_and_ready(
+    client: grpcclient.InferenceServerClient, stub: service_pb2_grpc.GRPCInferenceServiceStub
+) -> None:
     assert client.is_server_live() is True
     assert client.is_server_ready() is True
     assert stub.ServerLive(pb.ServerLiveRequest()) == pb.ServerLiveResponse(live=True)
@@ -176,7 +178,12 @@ def _tensor(name: str, datatype: str, shape: list[int]) -> pb.ModelMetadataRespo
     ],
 )
 def test_model_metadata(
-    client: grpcclient.InferenceServerClient, name: str, version: str, versions: list[str], datatype: str, shape: list[int]
+    client: grpcclient.InferenceServerClient,
+    name: str,
+    version: str,
+    versions: list[str],
+    datatype: str,
+    shape: list[int],
 ) -> None:
     assert client.get_model_metadata(name, version) == pb.ModelMetadataResponse(
         name=name,
@@ -190,14 +197,31 @@ def test_model_metadata(
 UNKNOWN_MODEL_CASES = [
     ("nope", "", grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'nope' is not found"),
     ("", "", grpc.StatusCode.NOT_FOUND, "Request for unknown model: '' is not found"),
-    ("identity_fp32", "3", grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'identity_fp32' version 3 is not found"),
-    ("two_versions_latest", "1", grpc.StatusCode.NOT_FOUND,
-     "Request for unknown model: 'two_versions_latest' version 1 is not found"),
-    ("identity_fp32", "abc", grpc.StatusCode.INVALID_ARGUMENT,
-     "failed to get model version from specified version string 'abc' (details: stol), "
-     "version should be an integral value > 0"),
-    ("identity_fp32", "-1", grpc.StatusCode.INVALID_ARGUMENT,
-     "invalid model version specified '-1' , version should be an integral value > 0"),
+    (
+        "identity_fp32",
+        "3",
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: 'identity_fp32' version 3 is not found",
+    ),
+    (
+        "two_versions_latest",
+        "1",
+        grpc.StatusCode.NOT_FOUND,
+        "Request for unknown model: 'two_versions_latest' version 1 is not found",
+    ),
+    (
+        "identity_fp32",
+        "abc",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "failed to get model version from specified version string 'abc' (details: stol), "
+        "version should be an integral value > 0",
+    ),
+    (
+        "identity_fp32",
+        "-1",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "invalid model version specified '-1' , version should be an integral value > 0",
+    ),
 ]
 
 
@@ -286,7 +310,9 @@ def test_model_statistics_all_models_and_versions(client: grpcclient.InferenceSe
         ("identity_fp32", "3", "requested model version is not available for model 'identity_fp32'"),
     ],
 )
-def test_model_statistics_errors(stub: service_pb2_grpc.GRPCInferenceServiceStub, name: str, version: str, message: str) -> None:
+def test_model_statistics_errors(
+    stub: service_pb2_grpc.GRPCInferenceServiceStub, name: str, version: str, message: str
+) -> None:
     assert rpc_error(stub.ModelStatistics, pb.ModelStatisticsRequest(name=name, version=version)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         message,
@@ -412,7 +438,8 @@ def test_port_in_use_is_an_error(server: ServerProcess, tmp_path: Path) -> None:
     repo = tmp_path / "models"
     add_model(repo, "identity_fp32", identity_config())
     second = ServerProcess(
-        [repo], ["--allow-http=false", "--allow-metrics=false", f"--grpc-port={server.grpc_port}"],
+        [repo],
+        ["--allow-http=false", "--allow-metrics=false", f"--grpc-port={server.grpc_port}"],
         log_path=tmp_path / "second.log",
     )
     second.start(wait_ready=False)
@@ -421,7 +448,10 @@ def test_port_in_use_is_an_error(server: ServerProcess, tmp_path: Path) -> None:
     finally:
         second.stop()
     # found before any model loads (docs/compatibility.md: Triton loads them first)
-    assert f"the grpc endpoint's port {server.grpc_port} on 127.0.0.1 is already in use; no model was loaded" in second.log()
+    assert (
+        f"the grpc endpoint's port {server.grpc_port} on 127.0.0.1 is already in use; no model was loaded"
+        in second.log()
+    )
 
 
 def test_sigterm_lets_in_flight_requests_finish(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -45,12 +46,18 @@ _REASON = _native_unavailable()
 NATIVE_BUILT = not _REASON
 NOT_BUILT = f"the native transport is not built: {_REASON}"
 LIMIT = 20 << 20  # --max-request-bytes of the module servers: 16 MiB passes, 21 MiB does not
+
+
 def slow_config(delay_ms: int, count: int = 1) -> str:
     """An identity model (FP32 [-1]) that takes ``delay_ms`` per request."""
     return identity_config(
-        dims="[ -1 ]", max_batch_size=0, count=count,
+        dims="[ -1 ]",
+        max_batch_size=0,
+        count=count,
         extra=f'parameters {{ key: "execute_delay_ms" value {{ string_value: "{delay_ms}" }} }}',
     )
+
+
 PLUGINS = """
 [frontends.grpc]
 enabled = true
@@ -69,7 +76,10 @@ def build_repository(repo: Path) -> None:
 
 
 def grpc_server(
-    tmp: Path, transport: str, args: tuple[str, ...] = (), models: Callable[[Path], None] = build_repository,
+    tmp: Path,
+    transport: str,
+    args: tuple[str, ...] = (),
+    models: Callable[[Path], None] = build_repository,
     plugins_extra: str = "",
 ) -> ServerProcess:
     """A gRPC-only server with ``transport`` forced, on a repository that ``models`` builds."""
@@ -79,8 +89,10 @@ def grpc_server(
     plugins = tmp / f"plugins-{transport}.toml"
     plugins.write_text(PLUGINS.format(transport=transport) + plugins_extra)
     server = ServerProcess(
-        [repo], ["--allow-http=false", "--allow-metrics=false", *args],
-        log_path=tmp / f"server-{transport}-{time.monotonic_ns()}.log", env={"TRITIUM_PLUGINS": str(plugins)},
+        [repo],
+        ["--allow-http=false", "--allow-metrics=false", *args],
+        log_path=tmp / f"server-{transport}-{time.monotonic_ns()}.log",
+        env={"TRITIUM_PLUGINS": str(plugins)},
     )
     server.start(wait_ready=False)
     wait_grpc_ready(server)
@@ -89,7 +101,9 @@ def grpc_server(
 
 @pytest.fixture(scope="module", params=TRANSPORTS)
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = grpc_server(tmp_path_factory.mktemp(f"grpc_{request.param}"), request.param, (f"--max-request-bytes={LIMIT}",))
+    proc = grpc_server(
+        tmp_path_factory.mktemp(f"grpc_{request.param}"), request.param, (f"--max-request-bytes={LIMIT}",)
+    )
     proc.transport = request.param  # type: ignore[attr-defined]
     try:
         yield proc
@@ -202,7 +216,9 @@ def test_cancelled_and_disconnected_calls_leave_nothing_behind(server: ServerPro
     asyncio.run(cancel_some())
     for _ in range(4):  # disconnects: the client goes away without a word
         channel = grpc.insecure_channel(server.grpc_url)
-        future = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer.future(infer_request("slow", data), timeout=60)
+        future = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer.future(
+            infer_request("slow", data), timeout=60
+        )
         time.sleep(0.05)
         channel.close()
         with pytest.raises(grpc.RpcError):
@@ -235,7 +251,12 @@ def test_shutdown_lets_calls_in_flight_finish(tmp_path: Path, transport: str) ->
         client = grpcclient.InferenceServerClient(proc.grpc_url)
         results: queue.Queue[tuple[Any, Any]] = queue.Queue()
         for i in range(4):
-            client.async_infer("slow", [fp32(data + i)], callback=lambda result, error: results.put((result, error)), request_id=f"u{i}")
+            client.async_infer(
+                "slow",
+                [fp32(data + i)],
+                callback=lambda result, error: results.put((result, error)),
+                request_id=f"u{i}",
+            )
         client.start_stream(callback=lambda result, error: results.put((result, error)))
         client.async_stream_infer("slow", [fp32(data + 10)], request_id="st")
         time.sleep(0.15)  # all in the server; the model takes 200 ms per request, one at a time
@@ -259,8 +280,12 @@ def test_shutdown_lets_calls_in_flight_finish(tmp_path: Path, transport: str) ->
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_channel_arguments_from_plugins_toml(tmp_path: Path, transport: str) -> None:
     options = '[frontends.grpc.options]\n"grpc.max_receive_message_length" = 1000\n'
-    proc = grpc_server(tmp_path, transport, models=lambda repo: add_model(repo, "identity", identity_config(
-        dims="[ -1 ]", max_batch_size=0)), plugins_extra=options)
+    proc = grpc_server(
+        tmp_path,
+        transport,
+        models=lambda repo: add_model(repo, "identity", identity_config(dims="[ -1 ]", max_batch_size=0)),
+        plugins_extra=options,
+    )
     try:
         with grpc.insecure_channel(proc.grpc_url) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
@@ -323,8 +348,12 @@ def test_an_unknown_transport_setting_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
     plugins = tmp_path / "plugins.toml"
     plugins.write_text(PLUGINS.format(transport="fast"))
-    proc = ServerProcess([tmp_path / "models"], ["--allow-http=false", "--allow-metrics=false"],
-                         log_path=tmp_path / "server.log", env={"TRITIUM_PLUGINS": str(plugins)})
+    proc = ServerProcess(
+        [tmp_path / "models"],
+        ["--allow-http=false", "--allow-metrics=false"],
+        log_path=tmp_path / "server.log",
+        env={"TRITIUM_PLUGINS": str(plugins)},
+    )
     proc.start(wait_ready=False)
     try:
         assert proc.wait_exit(60) != 0

@@ -21,8 +21,9 @@ import struct
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -172,21 +173,41 @@ def test_json_past_its_own_limit_is_refused_before_it_is_parsed(server: ServerPr
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [1] * count}]})
     assert JSON_LIMIT < len(body) < LIMIT
     (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body.encode()))
-    assert (status, reply) == (413, {"error": f"the JSON of the request ({len(body)} bytes) exceeds the maximum of "
-                                              f"{JSON_LIMIT} bytes (--max-json-request-bytes); send large tensors as "
-                                              "binary data"})
+    assert (status, reply) == (
+        413,
+        {
+            "error": f"the JSON of the request ({len(body)} bytes) exceeds the maximum of "
+            f"{JSON_LIMIT} bytes (--max-json-request-bytes); send large tensors as "
+            "binary data"
+        },
+    )
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 
 def test_millions_of_empty_bytes_elements_are_checked_without_a_python_loop(server: ServerProcess) -> None:
     count = 12_000_000  # 48 MB of empty strings
-    header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count + 1], "datatype": "BYTES",
-                                     "parameters": {"binary_data_size": 4 * count}}]}).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [count + 1],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": 4 * count},
+                }
+            ]
+        }
+    ).encode()
     body = header + struct.pack("<I", 0) * count
     headers = {"Inference-Header-Content-Length": str(len(header))}
     reply, worst = while_watched(server, lambda: post(server, "/v2/models/strings/infer", body, headers))
-    assert reply == (400, {"error": f"[request id: <id_unknown>] expected {count + 1} string elements for inference "
-                                    f"input 'INPUT0' for model 'strings', got {count}"})
+    assert reply == (
+        400,
+        {
+            "error": f"[request id: <id_unknown>] expected {count + 1} string elements for inference "
+            f"input 'INPUT0' for model 'strings', got {count}"
+        },
+    )
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 
@@ -244,9 +265,7 @@ def test_bodies_past_the_in_flight_budget_get_503(server: ServerProcess) -> None
         sock.close()
         head, _, body = reply.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"\r\nRetry-After: 1\r\n" in head
-        assert json.loads(body) == {
-            "error": f"the server holds {BUDGET} bytes of request bodies already; retry later"
-        }
+        assert json.loads(body) == {"error": f"the server holds {BUDGET} bytes of request bodies already; retry later"}
     finally:
         for sock in held:
             sock.close()
@@ -263,29 +282,76 @@ HUGE = "9" * 5000
 @pytest.mark.parametrize(
     "path, body, headers, status, message",
     [
-        ("/v2/models/echo/infer",
-         f'{{"inputs":[{{"name":"INPUT0","shape":[1],"datatype":"UINT8","data":[{HUGE}]}}]}}'.encode(), {}, 400,
-         "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer"),
-        ("/v2/models/echo/infer",
-         f'{{"inputs":[{{"name":"INPUT0","shape":[{HUGE}],"datatype":"UINT8","data":[1]}}]}}'.encode(), {}, 400,
-         "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"),
-        ("/v2/models/echo/infer", b"{}", {"Inference-Header-Content-Length": HUGE}, 400,
-         f"inference header size should be in range (0, 2), got: {'9' * 200}... (5000 characters)"),
-        ("/v2/models/echo/infer", b"[" * 100_000 + b"]" * 100_000, {}, 400,
-         "failed to parse the request JSON buffer: the document is nested too deeply"),
-        ("/v2/repository/models/echo/load", b'{"parameters":' + b"[" * 100_000 + b"]" * 100_000 + b"}", {}, 400,
-         "failed to parse the request JSON buffer: the document is nested too deeply"),
+        (
+            "/v2/models/echo/infer",
+            f'{{"inputs":[{{"name":"INPUT0","shape":[1],"datatype":"UINT8","data":[{HUGE}]}}]}}'.encode(),
+            {},
+            400,
+            "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+        (
+            "/v2/models/echo/infer",
+            f'{{"inputs":[{{"name":"INPUT0","shape":[{HUGE}],"datatype":"UINT8","data":[1]}}]}}'.encode(),
+            {},
+            400,
+            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+        (
+            "/v2/models/echo/infer",
+            b"{}",
+            {"Inference-Header-Content-Length": HUGE},
+            400,
+            f"inference header size should be in range (0, 2), got: {'9' * 200}... (5000 characters)",
+        ),
+        (
+            "/v2/models/echo/infer",
+            b"[" * 100_000 + b"]" * 100_000,
+            {},
+            400,
+            "failed to parse the request JSON buffer: the document is nested too deeply",
+        ),
+        (
+            "/v2/repository/models/echo/load",
+            b'{"parameters":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            {},
+            400,
+            "failed to parse the request JSON buffer: the document is nested too deeply",
+        ),
         # (60 KB: within the shared-memory routes' own 64 KiB limit)
-        ("/v2/systemsharedmemory/region/r/register", b"[" * 30_000 + b"]" * 30_000, {}, 400,
-         "failed to parse the request JSON buffer: the document is nested too deeply"),
-        ("/v2/models/echo/infer", b'{"inputs": [}', {}, 400,
-         "failed to parse the request JSON buffer: Invalid value. at 12"),
-        ("/v2/repository/index", b'{"ready": tru', {}, 400,
-         "failed to parse the request JSON buffer: Invalid value. at 10"),
+        (
+            "/v2/systemsharedmemory/region/r/register",
+            b"[" * 30_000 + b"]" * 30_000,
+            {},
+            400,
+            "failed to parse the request JSON buffer: the document is nested too deeply",
+        ),
+        (
+            "/v2/models/echo/infer",
+            b'{"inputs": [}',
+            {},
+            400,
+            "failed to parse the request JSON buffer: Invalid value. at 12",
+        ),
+        (
+            "/v2/repository/index",
+            b'{"ready": tru',
+            {},
+            400,
+            "failed to parse the request JSON buffer: Invalid value. at 10",
+        ),
         ("/v2/models/echo/infer", b"{}", {"Content-Encoding": "br"}, 415, "Unsupported compression type"),
     ],
-    ids=["huge-number-in-data", "huge-number-in-shape", "huge-header-length", "deep-infer", "deep-load",
-         "deep-shared-memory", "malformed-infer", "malformed-index", "unknown-content-encoding"],
+    ids=[
+        "huge-number-in-data",
+        "huge-number-in-shape",
+        "huge-header-length",
+        "deep-infer",
+        "deep-load",
+        "deep-shared-memory",
+        "malformed-infer",
+        "malformed-index",
+        "unknown-content-encoding",
+    ],
 )
 def test_client_errors_are_4xx_with_a_json_body(
     server: ServerProcess, path: str, body: bytes, headers: dict[str, str], status: int, message: str
@@ -295,8 +361,18 @@ def test_client_errors_are_4xx_with_a_json_body(
 
 @pytest.mark.parametrize(
     "method",
-    ["ServerLive", "ServerMetadata", "ModelMetadata", "ModelConfig", "ModelStatistics", "RepositoryIndex",
-     "RepositoryModelLoad", "SystemSharedMemoryRegister", "CudaSharedMemoryStatus", "ModelInfer"],
+    [
+        "ServerLive",
+        "ServerMetadata",
+        "ModelMetadata",
+        "ModelConfig",
+        "ModelStatistics",
+        "RepositoryIndex",
+        "RepositoryModelLoad",
+        "SystemSharedMemoryRegister",
+        "CudaSharedMemoryStatus",
+        "ModelInfer",
+    ],
 )
 def test_garbage_to_grpc_methods_is_invalid_argument(server: ServerProcess, method: str) -> None:
     code, details = raw_grpc(server, method, b"\xff\xff\xff garbage")
@@ -315,7 +391,8 @@ def test_echoed_names_are_clipped(server: ServerProcess) -> None:
     )
     status, _headers, body = http_call(server, "GET", f"/v2/models/{'y' * 60_000}")
     assert (status, json.loads(body)) == (
-        404, {"error": f"Request for unknown model: '{'y' * 200}... (60000 characters)' is not found"}
+        404,
+        {"error": f"Request for unknown model: '{'y' * 200}... (60000 characters)' is not found"},
     )
 
 
@@ -385,7 +462,7 @@ def test_silent_or_slow_connections_are_closed(short_timeouts: ServerProcess, se
                 sock.sendall(b"X")
             if sock.recv(4096) == b"":
                 closed = time.monotonic() - started
-        except socket.timeout:
+        except TimeoutError:
             pass
         except OSError:
             closed = time.monotonic() - started
@@ -425,8 +502,12 @@ def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> Non
 def test_a_large_shared_memory_body_is_413_from_its_headers(server: ServerProcess) -> None:
     body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * (2 << 20)}).encode()
     expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of 65536 bytes"}
-    for path in ("/v2/systemsharedmemory/region/r/register", "/v2/logging", "/v2/trace/setting",
-                 "/v2/repository/models/echo/unload"):
+    for path in (
+        "/v2/systemsharedmemory/region/r/register",
+        "/v2/logging",
+        "/v2/trace/setting",
+        "/v2/repository/models/echo/unload",
+    ):
         assert post(server, path, body) == (413, expected), path
     assert post(server, "/v2/repository/models/echo/unload", b"{}")[0] == 200
     assert post(server, "/v2/repository/models/echo/load", b"{}")[0] == 200
@@ -435,11 +516,13 @@ def test_a_large_shared_memory_body_is_413_from_its_headers(server: ServerProces
 def test_a_load_body_of_millions_of_values_is_refused_without_a_stall(server: ServerProcess) -> None:
     # millions of parameters take seconds to parse (holding the interpreter) and to walk: counted first
     files = ",".join(f'"file:{i}":""' for i in range(2_500_000))
-    body = ('{"parameters":{%s}}' % files).encode()
+    body = ('{"parameters":{' + files + "}}").encode()
     assert len(body) < LIMIT
     (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
-    assert (status, reply) == (400, {"error": "the load request's JSON has about 7500000 values, more than the "
-                                              "100000 accepted"})
+    assert (status, reply) == (
+        400,
+        {"error": "the load request's JSON has about 7500000 values, more than the 100000 accepted"},
+    )
     assert worst < HEALTH_S, worst
 
 

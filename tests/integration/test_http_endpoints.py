@@ -7,16 +7,17 @@ plain HTTP and through ``tritonclient.http``. One server for the module.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.support.repo import add_model, identity_config
 from tests.support.clients import HTTP_ONLY, http_call, module_server
+from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
 TWO_VERSIONS = """
@@ -96,9 +97,7 @@ def test_model_metadata_exact(server: ServerProcess) -> None:
     )
 
 
-def test_model_metadata_versions(
-    server: ServerProcess, client: httpclient.InferenceServerClient
-) -> None:
+def test_model_metadata_versions(server: ServerProcess, client: httpclient.InferenceServerClient) -> None:
     assert get_json(server, "/v2/models/two_versions")[1]["versions"] == ["1", "2"]
     assert get_json(server, "/v2/models/two_versions/versions/1")[1]["versions"] == ["1"]
     assert get_json(server, "/v2/models/two_versions/versions/2")[1]["versions"] == ["2"]
@@ -130,9 +129,7 @@ def test_model_ready(server: ServerProcess, path: str) -> None:
     assert (status, body) == (200, b"")
 
 
-@pytest.mark.parametrize(
-    "path", ["/v2/models/nope/ready", "/v2/models/identity_fp32/versions/3/ready"]
-)
+@pytest.mark.parametrize("path", ["/v2/models/nope/ready", "/v2/models/identity_fp32/versions/3/ready"])
 def test_model_not_ready(server: ServerProcess, path: str) -> None:
     status, headers, body = call(server, "GET", path)
     assert (status, body) == (400, b'{"error":"Model version not ready"}')
@@ -144,18 +141,25 @@ def test_model_not_ready(server: ServerProcess, path: str) -> None:
     [
         ("/v2/models/nope", 404, "Request for unknown model: 'nope' is not found"),
         ("/v2/models/nope/config", 404, "Request for unknown model: 'nope' is not found"),
-        ("/v2/models/identity_fp32/versions/3", 404,
-         "Request for unknown model: 'identity_fp32' version 3 is not found"),
-        ("/v2/models/identity_fp32/versions/3/config", 404,
-         "Request for unknown model: 'identity_fp32' version 3 is not found"),
+        (
+            "/v2/models/identity_fp32/versions/3",
+            404,
+            "Request for unknown model: 'identity_fp32' version 3 is not found",
+        ),
+        (
+            "/v2/models/identity_fp32/versions/3/config",
+            404,
+            "Request for unknown model: 'identity_fp32' version 3 is not found",
+        ),
         ("/v2/models/nope/stats", 400, "requested model 'nope' is not available"),
-        ("/v2/models/identity_fp32/versions/3/stats", 400,
-         "requested model version is not available for model 'identity_fp32'"),
+        (
+            "/v2/models/identity_fp32/versions/3/stats",
+            400,
+            "requested model version is not available for model 'identity_fp32'",
+        ),
     ],
 )
-def test_unknown_model_or_version(
-    server: ServerProcess, path: str, status: int, message: str
-) -> None:
+def test_unknown_model_or_version(server: ServerProcess, path: str, status: int, message: str) -> None:
     assert get_json(server, path) == (status, {"error": message})
 
 
@@ -264,5 +268,3 @@ def test_errors_through_tritonclient(client: httpclient.InferenceServerClient) -
     with pytest.raises(InferenceServerException, match=shape) as info:
         client.infer("identity_fp32", [inp])
     assert info.value.status() == "400"
-
-

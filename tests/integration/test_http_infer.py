@@ -16,23 +16,48 @@ import socket
 import struct
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.support.repo import add_model, identity_config
 from tests.support.clients import HTTP_ONLY, http_call, module_server
+from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
-TYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-         "FP16", "FP32", "FP64", "BF16", "BYTES"]
+TYPES = [
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+]
 NUMPY: dict[str, Any] = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
-    "FP16": np.float16, "FP32": np.float32, "FP64": np.float64, "BF16": np.float32,
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BF16": np.float32,
     "BYTES": np.object_,
 }
 NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
@@ -142,22 +167,24 @@ JSON_CASES = [
     ("INT32", [-(2**31), 0, 2**31 - 1], "[-2147483648,0,2147483647]"),
     ("INT64", [-(2**63), 0, 2**63 - 1], "[-9223372036854775808,0,9223372036854775807]"),
     # FP32 values come back as the doubles they convert to, as Triton writes them
-    ("FP32", [1.5, 0.1, 1e-08, -0.0, 1, -3],
-     "[1.5,0.10000000149011612,9.99999993922529e-9,-0.0,1.0,-3.0]"),
+    ("FP32", [1.5, 0.1, 1e-08, -0.0, 1, -3], "[1.5,0.10000000149011612,9.99999993922529e-9,-0.0,1.0,-3.0]"),
     # RapidJSON's layout: fixed notation for decimal exponents -6 < e+1 <= 21, else "1e-7"
-    ("FP64", [1.5, 0.1, 1e300, -0.0, 1e-05, 2.5e-06, 1e-07, 1e16, 1e20, 1e21,
-              1.2345678901234568e20, 5e-324],
-     "[1.5,0.1,1e300,-0.0,0.00001,0.0000025,1e-7,10000000000000000.0,100000000000000000000.0,"
-     "1e21,123456789012345680000.0,5e-324]"),
-    ("BYTES", ["hello", "w\u00f6rld", "", "a\u0000b", "\t\u001f"],
-     '["hello","w\u00f6rld","","a\\u0000b","\\t\\u001F"]'),
+    (
+        "FP64",
+        [1.5, 0.1, 1e300, -0.0, 1e-05, 2.5e-06, 1e-07, 1e16, 1e20, 1e21, 1.2345678901234568e20, 5e-324],
+        "[1.5,0.1,1e300,-0.0,0.00001,0.0000025,1e-7,10000000000000000.0,100000000000000000000.0,"
+        "1e21,123456789012345680000.0,5e-324]",
+    ),
+    (
+        "BYTES",
+        ["hello", "w\u00f6rld", "", "a\u0000b", "\t\u001f"],
+        '["hello","w\u00f6rld","","a\\u0000b","\\t\\u001F"]',
+    ),
 ]
 
 
 @pytest.mark.parametrize("datatype,data,rendered", JSON_CASES, ids=[c[0] for c in JSON_CASES])
-def test_json_round_trip(
-    server: ServerProcess, datatype: str, data: list[Any], rendered: str
-) -> None:
+def test_json_round_trip(server: ServerProcess, datatype: str, data: list[Any], rendered: str) -> None:
     status, headers, body = infer_json(server, one(f"IN_{datatype}", datatype, [len(data)], data))
     assert status == 200, body
     assert headers["content-type"] == "application/json"
@@ -175,9 +202,7 @@ def test_json_round_trip(
     ],
     ids=["nested", "non-finite", "uint8-wraps", "int8-wraps"],
 )
-def test_json_data_details(
-    server: ServerProcess, datatype: str, data: list[Any], rendered: str
-) -> None:
+def test_json_data_details(server: ServerProcess, datatype: str, data: list[Any], rendered: str) -> None:
     count = rendered.count(",") + 1
     status, _, body = infer_json(server, one(f"IN_{datatype}", datatype, [count], data))
     assert (status, body) == (200, expected(datatype, [count], rendered))
@@ -193,9 +218,7 @@ def test_json_data_details(
         ("FP64", [True], "attempt to access JSON non-number as double"),
     ],
 )
-def test_json_data_type_errors(
-    server: ServerProcess, datatype: str, data: list[Any], message: str
-) -> None:
+def test_json_data_type_errors(server: ServerProcess, datatype: str, data: list[Any], message: str) -> None:
     status, _, body = infer_json(server, one(f"IN_{datatype}", datatype, [len(data)], data))
     assert (status, json.loads(body)) == (400, {"error": f"Unable to parse 'data': {message}"})  # Triton: 500
 
@@ -213,8 +236,7 @@ def test_half_precision_is_binary_only(server: ServerProcess, datatype: str) -> 
     status, _, body = infer_binary(server, request, raw)
     assert status == 400
     assert json.loads(body)["error"] == (
-        f"sending {datatype} data via JSON is not supported. Please use the binary data format "
-        "for output"
+        f"sending {datatype} data via JSON is not supported. Please use the binary data format for output"
     )
     request["outputs"] = [binary_output(f"OUT_{datatype}")]
     status, headers, body = infer_binary(server, request, raw)
@@ -227,8 +249,7 @@ def test_half_precision_is_binary_only(server: ServerProcess, datatype: str) -> 
 def test_empty_tensors(server: ServerProcess) -> None:
     status, _, body = infer_json(server, one("IN_FP32", "FP32", [0], []))
     assert (status, body) == (200, expected("FP32", [0], "[]"))
-    request = {"inputs": [binary_input("IN_INT16", "INT16", [0], 0)],
-               "outputs": [binary_output("OUT_INT16")]}
+    request = {"inputs": [binary_input("IN_INT16", "INT16", [0], 0)], "outputs": [binary_output("OUT_INT16")]}
     status, headers, body = infer_binary(server, request, b"")
     # a binary output of 0 bytes sends no binary data: a plain JSON response (as Triton)
     assert status == 200
@@ -263,9 +284,7 @@ ROUND_TRIPS = [(t, True) for t in TYPES] + [(t, False) for t in TYPES if t not i
 @pytest.mark.parametrize(
     "datatype,binary", ROUND_TRIPS, ids=[f"{t}-{'binary' if b else 'json'}" for t, b in ROUND_TRIPS]
 )
-def test_tritonclient_round_trip(
-    client: httpclient.InferenceServerClient, datatype: str, binary: bool
-) -> None:
+def test_tritonclient_round_trip(client: httpclient.InferenceServerClient, datatype: str, binary: bool) -> None:
     data = sample(datatype)
     if datatype == "BYTES" and not binary:
         data = data[[0, 3]]  # JSON strings must be UTF-8 text for the client library
@@ -333,7 +352,8 @@ def test_mixed_binary_and_json_outputs(server: ServerProcess) -> None:
     ints = np.array([7, -8], dtype=np.int32).tobytes()
     status, headers, body = infer_binary(server, request, ints)
     head = header(
-        output("OUT_INT32", "INT32", [2], '"parameters":{"binary_data_size":8}') + ","
+        output("OUT_INT32", "INT32", [2], '"parameters":{"binary_data_size":8}')
+        + ","
         + output("OUT_FP64", "FP64", [2], '"data":[0.25,-1.0]')
     )
     assert (status, body) == (200, head + ints)
@@ -504,14 +524,13 @@ def test_slow_reader_keeps_its_output(server: ServerProcess) -> None:
     reserved until the last byte has left the transport.
     """
     count = 2 << 20  # 8 MiB, far more than the socket buffers hold
-    request = {"inputs": [binary_input("IN_FP32", "FP32", [count], 4 * count)],
-               "outputs": [binary_output("OUT_FP32")]}
+    request = {"inputs": [binary_input("IN_FP32", "FP32", [count], 4 * count)], "outputs": [binary_output("OUT_FP32")]}
     head = json.dumps(request).encode()
     headers = {"Inference-Header-Content-Length": str(len(head))}
     slow = _post_raw(server.http_port, head + np.full(count, 1.0, np.float32).tobytes(), headers)
     time.sleep(0.3)  # the server is now blocked writing to `slow`
     for value in (2.0, 3.0):  # same sizes: the same shared memory, if it were free
         fast = _post_raw(server.http_port, head + np.full(count, value, np.float32).tobytes(), headers)
-        assert np.all(np.frombuffer(_read_response(fast)[-4 * count:], np.float32) == value)
+        assert np.all(np.frombuffer(_read_response(fast)[-4 * count :], np.float32) == value)
     body = _read_response(slow)
-    assert np.all(np.frombuffer(body[-4 * count:], np.float32) == 1.0)
+    assert np.all(np.frombuffer(body[-4 * count :], np.float32) == 1.0)

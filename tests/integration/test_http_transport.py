@@ -18,8 +18,8 @@ import struct
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -49,7 +49,12 @@ def infer_body(values: np.ndarray, datatype: str = "FP32") -> tuple[bytes, int]:
     header = json.dumps(
         {
             "inputs": [
-                {"name": "INPUT0", "shape": [len(values)], "datatype": datatype, "parameters": {"binary_data_size": len(raw)}}
+                {
+                    "name": "INPUT0",
+                    "shape": [len(values)],
+                    "datatype": datatype,
+                    "parameters": {"binary_data_size": len(raw)},
+                }
             ],
             "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
         }
@@ -100,7 +105,7 @@ class Reader:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
 
@@ -189,7 +194,10 @@ def test_chunked_request_body(server: ServerProcess) -> None:
     try:
         pieces = [body[i : i + 777] for i in range(0, len(body), 777)]
         conn.request(
-            "POST", "/v2/models/echo/infer", body=iter(pieces), encode_chunked=True,
+            "POST",
+            "/v2/models/echo/infer",
+            body=iter(pieces),
+            encode_chunked=True,
             headers={"Inference-Header-Content-Length": str(length)},
         )
         resp = conn.getresponse()
@@ -217,9 +225,11 @@ def test_expect_100_continue(server: ServerProcess) -> None:
     values = np.arange(64, dtype=np.float32)
     body, length = infer_body(values)
     with connect(server) as sock:
-        sock.sendall(request_bytes("echo", b"", length, "Expect: 100-continue\r\n").replace(
-            b"Content-Length: 0", f"Content-Length: {len(body)}".encode()
-        ))
+        sock.sendall(
+            request_bytes("echo", b"", length, "Expect: 100-continue\r\n").replace(
+                b"Content-Length: 0", f"Content-Length: {len(body)}".encode()
+            )
+        )
         reader = Reader(sock)
         while b"\r\n\r\n" not in reader.buffer:
             assert reader._fill()
@@ -239,7 +249,8 @@ def test_expect_100_continue_over_the_limit_is_refused_without_continue(server: 
         reader = Reader(sock)
         status, headers, body = reader.response()
         assert (status, json.loads(body)) == (
-            413, {"error": f"request body of {LIMIT + 1} bytes exceeds the maximum request size of {LIMIT} bytes"}
+            413,
+            {"error": f"request body of {LIMIT + 1} bytes exceeds the maximum request size of {LIMIT} bytes"},
         )
         assert headers["connection"] == "close"
         assert reader.closed()

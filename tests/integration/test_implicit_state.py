@@ -107,8 +107,12 @@ def test_interleaved_sequences_carry_state_with_and_without_requested_outputs(
                 # the usual call names no outputs; every other step names the output explicitly
                 outputs = [module.InferRequestedOutput(out)] if (n + seq_id) % 2 else None
                 result = client.infer(
-                    model, [tensor], outputs=outputs, sequence_id=seq_id,
-                    sequence_start=n == 0, sequence_end=n == steps - 1,
+                    model,
+                    [tensor],
+                    outputs=outputs,
+                    sequence_id=seq_id,
+                    sequence_start=n == 0,
+                    sequence_end=n == steps - 1,
                 )
                 np.testing.assert_allclose(result.as_numpy(out), expected, rtol=1e-6, atol=1e-6)
                 assert result.as_numpy(state_out) is None  # the state stays in the server

@@ -237,7 +237,7 @@ def test_decoupled_grpc_stream_with_a_sequence_id(server: ServerProcess) -> None
 def test_decoupled_generate_stream_gets_an_event_a_run(server: ServerProcess) -> None:
     status, _, body = http_call(server, "POST", "/v2/models/iter_decoupled/generate_stream", b'{"IN": 3}')
     assert status == 200
-    events = [json.loads(line[len(b"data: "):]) for line in body.split(b"\n\n") if line]
+    events = [json.loads(line[len(b"data: ") :]) for line in body.split(b"\n\n") if line]
     assert [(e["OUT"], e["FLAGS"], e["RUNS"]) for e in events] == [(2, 1, 1), (1, 0, 2), (0, 0, 3)]
 
 
@@ -287,7 +287,9 @@ def test_a_rescheduled_request_returns_none(server: ServerProcess) -> None:
         b'{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}',
     )
     assert status == 500
-    assert "Expected a None object in the execute function return list for reschduled request" in json.loads(body)["error"]
+    assert (
+        "Expected a None object in the execute function return list for reschduled request" in json.loads(body)["error"]
+    )
 
 
 def test_an_execute_error_ends_the_stream(server: ServerProcess) -> None:

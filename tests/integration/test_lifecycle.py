@@ -26,13 +26,13 @@ from tests.support.server import ServerProcess
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # A backend that answers with where it was loaded from (its MARK) — for the search-order tests.
-WHERE_BACKEND = '''
+WHERE_BACKEND = """
 import numpy as np
 MARK = "{mark}"
 def TRITONBACKEND_ModelInstanceExecute(instance, requests):
     for request in requests:
         request.respond({{"OUTPUT0": np.array([MARK.encode()], dtype=object)}})
-'''
+"""
 
 WHERE_CONFIG = """
 backend: "where"
@@ -92,9 +92,12 @@ def test_missing_backend_fails_alone_and_lists_every_path_searched(tmp_path, sta
     server = start_server([repo], [f"--backend-directory={backends}", "--exit-on-error=false"])
     log = server.log()
     searched = [
-        repo / "broken" / "1" / "libtriton_nope.py", repo / "broken" / "1" / "libtriton_nope",
-        repo / "broken" / "1" / "libtriton_nope.so", repo / "broken" / "libtriton_nope.py",
-        repo / "broken" / "libtriton_nope.so", backends / "nope" / "libtriton_nope.py",
+        repo / "broken" / "1" / "libtriton_nope.py",
+        repo / "broken" / "1" / "libtriton_nope",
+        repo / "broken" / "1" / "libtriton_nope.so",
+        repo / "broken" / "libtriton_nope.py",
+        repo / "broken" / "libtriton_nope.so",
+        backends / "nope" / "libtriton_nope.py",
         backends / "nope" / "libtriton_nope.so",
     ]
     assert "failed to load 'broken' version 1: Not found: unable to find backend library for backend 'nope'" in log
@@ -102,7 +105,8 @@ def test_missing_backend_fails_alone_and_lists_every_path_searched(tmp_path, sta
         assert str(path) in log
     # the broken model is unavailable, the other one serves, and the server is not ready (strict readiness)
     assert http_get(f"http://{server.http_url}/v2/models/broken") == (
-        404, b'{"error":"Request for unknown model: \'broken\' has no available versions"}'
+        404,
+        b'{"error":"Request for unknown model: \'broken\' has no available versions"}',
     )
     assert http_get(f"http://{server.http_url}/v2/health/ready")[0] == 400
     client = httpclient.InferenceServerClient(server.http_url)
@@ -148,9 +152,15 @@ def test_third_party_backend_dropped_into_a_backend_directory_serves(tmp_path, s
 
 def _slow_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
-    add_model(repo, "slow", identity_config(
-        dims="[ 4 ]", max_batch_size=0,
-        extra='parameters { key: "execute_delay_ms" value: { string_value: "1000" } }'))
+    add_model(
+        repo,
+        "slow",
+        identity_config(
+            dims="[ 4 ]",
+            max_batch_size=0,
+            extra='parameters { key: "execute_delay_ms" value: { string_value: "1000" } }',
+        ),
+    )
     return repo
 
 
@@ -195,7 +205,9 @@ def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path, start_server):
     inp = httpclient.InferInput("INPUT0", [4], "FP32")
     inp.set_data_from_numpy(np.ones(4, np.float32))
     results: list[object] = []
-    thread = threading.Thread(target=lambda: results.append(client.infer("slow", [inp]).as_numpy("OUTPUT0")))  # only user
+    thread = threading.Thread(
+        target=lambda: results.append(client.infer("slow", [inp]).as_numpy("OUTPUT0"))
+    )  # only user
     thread.start()
     time.sleep(0.3)
     assert server.proc is not None
@@ -216,7 +228,10 @@ def test_command_line_errors(tmp_path):
     assert result.returncode == 2 and "unrecognized arguments: --no-such-flag" in result.stderr
     result = run("--model-repository=x", "--model-namespacing=true")
     assert result.returncode == 2
-    assert "--model-namespacing is a tritonserver flag for model namespacing, which tritium does not support yet" in result.stderr
+    assert (
+        "--model-namespacing is a tritonserver flag for model namespacing, which tritium does not support yet"
+        in result.stderr
+    )
     result = run("--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a")
     assert result.returncode == 2
     assert "Wildcard model name '*' must be the ONLY startup model if specified at all." in result.stderr
@@ -245,17 +260,23 @@ def test_metrics_count_what_statistics_count(tmp_path, start_server):
     assert 'nv_inference_exec_count{model="m",version="1"} 5' in text
     assert 'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 0' in text
     success_us = int(stats["inference_stats"]["success"]["ns"]) // 1000
-    line = next(l for l in text.splitlines() if l.startswith('nv_inference_request_duration_us{model="m"'))
+    line = next(line for line in text.splitlines() if line.startswith('nv_inference_request_duration_us{model="m"'))
     assert abs(int(line.split()[-1]) - success_us) <= 1
     assert stats["inference_count"] == 5 and stats["execution_count"] == 5
 
 
 def test_an_execution_over_the_timeout_kills_and_restarts_the_worker(tmp_path, start_server):
     repo = tmp_path / "repo"
-    add_model(repo, "hang", identity_config(
-        dims="[ 4 ]", max_batch_size=0,
-        extra='parameters { key: "execute_delay_ms" value: { string_value: "60000" } }\n'
-              'parameters { key: "execute_timeout_seconds" value: { string_value: "1" } }'))
+    add_model(
+        repo,
+        "hang",
+        identity_config(
+            dims="[ 4 ]",
+            max_batch_size=0,
+            extra='parameters { key: "execute_delay_ms" value: { string_value: "60000" } }\n'
+            'parameters { key: "execute_timeout_seconds" value: { string_value: "1" } }',
+        ),
+    )
     add_model(repo, "ok", identity_config(dims="[ 4 ]", max_batch_size=0))
     server = start_server([repo], ["--backend-config=identity,execute-timeout-seconds=30"])
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
@@ -278,8 +299,15 @@ def test_an_execution_over_the_timeout_kills_and_restarts_the_worker(tmp_path, s
 
 def test_a_bad_execute_timeout_fails_the_model(tmp_path, start_server):
     repo = tmp_path / "repo"
-    add_model(repo, "m", identity_config(
-        dims="[ 4 ]", max_batch_size=0, extra='parameters { key: "execute_timeout_seconds" value: { string_value: "soon" } }'))
+    add_model(
+        repo,
+        "m",
+        identity_config(
+            dims="[ 4 ]",
+            max_batch_size=0,
+            extra='parameters { key: "execute_timeout_seconds" value: { string_value: "soon" } }',
+        ),
+    )
     server = start_server([repo], ["--exit-on-error=false"])
     assert "model 'm': execute timeout 'soon' is not a number of seconds >= 0" in server.log()
 
@@ -307,8 +335,9 @@ def test_a_signal_to_the_whole_process_group_drains_like_one_to_the_server(tmp_p
     the workers leave it to the core, which finishes the request in flight and exits cleanly."""
     server = ServerProcess([_slow_repo(tmp_path)], log_path=tmp_path / "server.log")
     server._log = open(server.log_path, "wb")
-    server.proc = subprocess.Popen(server.command(), stdout=server._log, stderr=subprocess.STDOUT,
-                                   env=server.env, start_new_session=True)  # its own process group
+    server.proc = subprocess.Popen(
+        server.command(), stdout=server._log, stderr=subprocess.STDOUT, env=server.env, start_new_session=True
+    )  # its own process group
     try:
         server.wait_live()
         inp = httpclient.InferInput("INPUT0", [4], "FP32")

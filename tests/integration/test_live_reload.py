@@ -24,13 +24,15 @@ RELOADS = 6
 
 
 def config(count: int) -> str:
-    return json.dumps({
-        "backend": "identity",
-        "max_batch_size": 8,
-        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-        "instance_group": [{"count": count, "kind": "KIND_CPU"}],
-    })
+    return json.dumps(
+        {
+            "backend": "identity",
+            "max_batch_size": 8,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "instance_group": [{"count": count, "kind": "KIND_CPU"}],
+        }
+    )
 
 
 def test_reloads_under_load_fail_no_request(tmp_path: Path, start_server: Any) -> None:
@@ -78,7 +80,9 @@ def test_reloads_under_load_fail_no_request(tmp_path: Path, start_server: Any) -
                 if counts["ok"] + len(failures) >= MIN_REQUESTS:
                     break
             status, _, _ = http_call(
-                server, "POST", "/v2/repository/models/live/load",
+                server,
+                "POST",
+                "/v2/repository/models/live/load",
                 json.dumps({"parameters": {"config": config(1 + reloads % 2)}}).encode(),
             )
             assert status == 200

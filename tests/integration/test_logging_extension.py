@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import numpy as np
 import pytest
 
 from tests.support.clients import http_call
@@ -22,7 +22,7 @@ from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
-_MODEL = '''
+_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -36,14 +36,14 @@ class TritonPythonModel:
             pb_utils.Logger.log_warn(f"warning line {int(x[0])}")
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
         return out
-'''
-_CONFIG = '''
+"""
+_CONFIG = """
 name: "talker"
 backend: "python"
 input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +84,17 @@ def _wait_for(path: Path, text: str) -> list[dict[str, Any]]:
 def test_settings_and_json_lines(json_server: tuple[ServerProcess, Path]) -> None:
     server, log_file = json_server
     status, _, body = http_call(server, "GET", "/v2/logging")
-    assert (status, json.loads(body)) == (200, {
-        "log_file": str(log_file), "log_info": True, "log_warning": True, "log_error": True,
-        "log_verbose_level": 0, "log_format": "json",
-    })
+    assert (status, json.loads(body)) == (
+        200,
+        {
+            "log_file": str(log_file),
+            "log_info": True,
+            "log_warning": True,
+            "log_error": True,
+            "log_verbose_level": 0,
+            "log_format": "json",
+        },
+    )
     lines = _lines(log_file)
     started = [line for line in lines if line["message"].startswith("Started HTTPService")]
     assert started and started[0]["level"] == "INFO" and started[0]["model"] is None
@@ -126,14 +133,17 @@ def test_level_switched_at_run_time(json_server: tuple[ServerProcess, Path]) -> 
         _post(server, "/v2/logging", {"log_info": True, "log_format": "json"})
 
 
-@pytest.mark.parametrize("body, status, message", [
-    ({"log_file": "/tmp/other.log"}, 501, "log file location can not be updated through network protocol"),
-    ({"log_format": "xml"}, 400, "invalid argument for log_format, got: xml"),
-    ({"log_info": "yes"}, 400, "expected a boolean for 'log_info', got: \"yes\""),
-    ({"log_verbose_level": -1}, 400, "expected an unsigned integer for 'log_verbose_level', got: -1"),
-    ({"log_verbose_level": "1"}, 400, "expected an unsigned integer for 'log_verbose_level', got: \"1\""),
-    (b"nope", 400, None),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"log_file": "/tmp/other.log"}, 501, "log file location can not be updated through network protocol"),
+        ({"log_format": "xml"}, 400, "invalid argument for log_format, got: xml"),
+        ({"log_info": "yes"}, 400, "expected a boolean for 'log_info', got: \"yes\""),
+        ({"log_verbose_level": -1}, 400, "expected an unsigned integer for 'log_verbose_level', got: -1"),
+        ({"log_verbose_level": "1"}, 400, "expected an unsigned integer for 'log_verbose_level', got: \"1\""),
+        (b"nope", 400, None),
+    ],
+)
 def test_bad_settings(json_server: tuple[ServerProcess, Path], body: Any, status: int, message: str | None) -> None:
     server, _ = json_server
     _, _, before = http_call(server, "GET", "/v2/logging")
@@ -184,8 +194,10 @@ def test_verbose_lines_at_run_time(json_server: tuple[ServerProcess, Path]) -> N
 
 
 def test_bad_log_flags(tmp_path: Path) -> None:
-    for flags, code, message in [(["--log-format=xml"], 2, "invalid choice: 'xml'"),
-                                 ([f"--log-file={tmp_path}/no/such/dir/x.log"], 1, "failed to open log file")]:
+    for flags, code, message in [
+        (["--log-format=xml"], 2, "invalid choice: 'xml'"),
+        ([f"--log-file={tmp_path}/no/such/dir/x.log"], 1, "failed to open log file"),
+    ]:
         proc = ServerProcess([tmp_path], flags, log_path=tmp_path / "bad.log")
         proc.start(wait_ready=False)
         try:

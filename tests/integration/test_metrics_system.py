@@ -13,8 +13,8 @@ import json
 import re
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "tritium-dashboard.json"
 
-_FAKE_NVML = '''
+_FAKE_NVML = """
 class NVMLError(Exception):
     pass
 
@@ -52,7 +52,7 @@ def nvmlDeviceGetEnforcedPowerLimit(h): return 700000
 def nvmlDeviceGetTotalEnergyConsumption(h):
     _energy[0] += 5000
     return _energy[0]
-'''
+"""
 
 
 def _scrape(server: ServerProcess) -> str:
@@ -85,7 +85,9 @@ def gpu_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     (root / "fake").mkdir()
     (root / "fake" / "pynvml.py").write_text(_FAKE_NVML)
     args = ["--metrics-config=summary_latencies=true", "--metrics-interval-ms=50", "--allow-grpc=false"]
-    with ServerProcess([root / "models"], args, log_path=root / "server.log", env={"PYTHONPATH": str(root / "fake")}) as proc:
+    with ServerProcess(
+        [root / "models"], args, log_path=root / "server.log", env={"PYTHONPATH": str(root / "fake")}
+    ) as proc:
         yield proc
 
 
@@ -126,8 +128,12 @@ def test_summaries_count_every_request(gpu_server: ServerProcess) -> None:
         name = f"nv_inference_{family}_summary_us"
         assert dict(samples[name + "_count"])[labels] == base.get(labels, 0) + 5
         quantiles = {lab: v for lab, v in samples[name] if lab.startswith('model="ident"')}
-        assert sorted(quantiles) == [f'model="ident",quantile="{q}",version="1"' for q in ("0.5", "0.9", "0.95", "0.99", "0.999")]
-        values = [quantiles[f'model="ident",quantile="{q}",version="1"'] for q in ("0.5", "0.9", "0.95", "0.99", "0.999")]
+        assert sorted(quantiles) == [
+            f'model="ident",quantile="{q}",version="1"' for q in ("0.5", "0.9", "0.95", "0.99", "0.999")
+        ]
+        values = [
+            quantiles[f'model="ident",quantile="{q}",version="1"'] for q in ("0.5", "0.9", "0.95", "0.99", "0.999")
+        ]
         assert values == sorted(values) and values[0] >= 0
     request_sum = dict(samples["nv_inference_request_summary_us_sum"])[labels]
     duration = dict(samples["nv_inference_request_duration_us"])[labels]
@@ -162,21 +168,28 @@ def test_gpu_metrics_absent_without_nvml(tmp_path: Path) -> None:
 
 def test_no_cpu_metrics_and_no_counters(tmp_path: Path) -> None:
     add_model(tmp_path / "models", "ident", identity_config(dims="[ 4 ]", max_batch_size=0))
-    args = ["--allow-grpc=false", "--allow-cpu-metrics=false", "--allow-gpu-metrics=false",
-            "--metrics-config=counter_latencies=false"]
+    args = [
+        "--allow-grpc=false",
+        "--allow-cpu-metrics=false",
+        "--allow-gpu-metrics=false",
+        "--metrics-config=counter_latencies=false",
+    ]
     with ServerProcess([tmp_path / "models"], args, log_path=tmp_path / "s.log") as proc:
         samples = _samples(_scrape(proc))
         assert not [name for name in samples if name.startswith("nv_cpu") or name.endswith("_duration_us")]
         assert "nv_inference_request_success" in samples
 
 
-@pytest.mark.parametrize("flag, message", [
-    ("--metrics-config=histogram_latencies=true", "tritium builds no latency histograms"),
-    ("--metrics-config=summary_quantiles=0.5", "summary_quantiles must be '<quantile>:<error>,...'"),
-    ("--metrics-config=summary_latencies=maybe", "summary_latencies must be true or false"),
-    ("--metrics-config=colour=blue", "unknown --metrics-config setting 'colour'"),
-    ("--metrics-interval-ms=0", "--metrics-interval-ms must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--metrics-config=histogram_latencies=true", "tritium builds no latency histograms"),
+        ("--metrics-config=summary_quantiles=0.5", "summary_quantiles must be '<quantile>:<error>,...'"),
+        ("--metrics-config=summary_latencies=maybe", "summary_latencies must be true or false"),
+        ("--metrics-config=colour=blue", "unknown --metrics-config setting 'colour'"),
+        ("--metrics-interval-ms=0", "--metrics-interval-ms must be >= 1"),
+    ],
+)
 def test_bad_metrics_flags(tmp_path: Path, flag: str, message: str) -> None:
     proc = ServerProcess([tmp_path], [flag], log_path=tmp_path / "bad.log")
     proc.start(wait_ready=False)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -27,14 +28,14 @@ from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 from tritium.proto import grpc_service_pb2 as pb
 
-BROKEN_PY = '''
+BROKEN_PY = """
 class TritonPythonModel:
     def initialize(self, args):
         raise RuntimeError("boom: deliberate failure in initialize")
 
     def execute(self, requests):
         return []
-'''
+"""
 
 BROKEN_CONFIG = """
 backend: "python"
@@ -49,7 +50,7 @@ IO4 = {
 }
 
 
-SLOW_PY = '''
+SLOW_PY = """
 import time
 import triton_python_backend_utils as pb_utils
 
@@ -57,7 +58,7 @@ class TritonPythonModel:
     def execute(self, requests):
         time.sleep(3)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
-'''
+"""
 
 
 def build(repo: Path) -> None:
@@ -115,7 +116,11 @@ def test_explicit_mode_loads_only_the_startup_models(server: ServerProcess) -> N
         {"name": n, "state": "UNAVAILABLE", "reason": "not loaded"} for n in ("broken", "other", "slow", "unload_me")
     ]
     assert {"name": "m", "version": "2", "state": "READY"} in index
-    assert post(server, "/v2/repository/index", {"ready": True})[1][0] == {"name": "m", "version": "2", "state": "READY"}
+    assert post(server, "/v2/repository/index", {"ready": True})[1][0] == {
+        "name": "m",
+        "version": "2",
+        "state": "READY",
+    }
     assert infer(server, "m").tolist() == [[0, 1, 2, 3]]
 
 
@@ -125,13 +130,17 @@ def test_index_over_grpc(server: ServerProcess) -> None:
     assert pb.RepositoryIndexResponse.ModelIndex(name="m", version="2", state="READY") in response.models
     assert all(m.state == "READY" for m in response.models)
     code, response = rpc(server, "RepositoryIndex", pb.RepositoryIndexRequest())
-    assert pb.RepositoryIndexResponse.ModelIndex(name="broken", state="UNAVAILABLE", reason="not loaded") in response.models
+    assert (
+        pb.RepositoryIndexResponse.ModelIndex(name="broken", state="UNAVAILABLE", reason="not loaded")
+        in response.models
+    )
 
 
 def test_index_bad_bodies(server: ServerProcess) -> None:
     assert post(server, "/v2/repository/index", b"{bad")[0] == 400  # Triton: 500
     assert post(server, "/v2/repository/index", {"ready": "yes"}) == (
-        400, {"error": "attempt to access JSON non-boolean as boolean"}
+        400,
+        {"error": "attempt to access JSON non-boolean as boolean"},
     )
     status, _, body = http_call(server, "GET", "/v2/repository/index")
     assert (status, json.loads(body)) == (405, {"error": "Method Not Allowed"})
@@ -192,7 +201,8 @@ def test_load_of_a_model_that_is_not_there(server: ServerProcess) -> None:
     message = "failed to load 'nonexist', failed to poll from model repository"
     assert post(server, "/v2/repository/models/nonexist/load") == (400, {"error": message})
     assert rpc(server, "RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nonexist")) == (
-        grpc.StatusCode.INVALID_ARGUMENT, message
+        grpc.StatusCode.INVALID_ARGUMENT,
+        message,
     )
 
 
@@ -225,17 +235,21 @@ def test_load_with_a_config_override(server: ServerProcess) -> None:
 def test_load_with_a_bad_config_override_keeps_the_loaded_model(server: ServerProcess) -> None:
     message = "failed to load 'm', failed to poll from model repository"
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"config": "{not json"}}) == (
-        500, {"error": message}
+        500,
+        {"error": message},
     )
     other_name = json.dumps({"name": "other", "backend": "identity"})
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"config": other_name}}) == (
-        500, {"error": message}
+        500,
+        {"error": message},
     )
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"config": 5}}) == (
-        400, {"error": "attempt to access JSON non-string as string"}
+        400,
+        {"error": "attempt to access JSON non-string as string"},
     )
     assert post(server, "/v2/repository/models/m/load", {"parameters": {"foo": "bar"}}) == (
-        400, {"error": "unexpected error on creating Triton parameter"}
+        400,
+        {"error": "unexpected error on creating Triton parameter"},
     )
     request = pb.RepositoryModelLoadRequest(model_name="m")
     request.parameters["config"].string_param = "{bad"
@@ -244,8 +258,11 @@ def test_load_with_a_bad_config_override_keeps_the_loaded_model(server: ServerPr
     for key, kind, expected in (
         ("foo", "string_param", "unrecognized load parameter 'foo'."),
         ("config", "int64_param", "invalid value type for load parameter 'config', expected string_param."),
-        ("file:1/model.py", "string_param",
-         "invalid value type for load parameter 'file:1/model.py', expected bytes_param."),
+        (
+            "file:1/model.py",
+            "string_param",
+            "invalid value type for load parameter 'file:1/model.py', expected bytes_param.",
+        ),
     ):
         request = pb.RepositoryModelLoadRequest(model_name="m")
         setattr(request.parameters[key], kind, 5 if kind == "int64_param" else "x")
@@ -253,7 +270,8 @@ def test_load_with_a_bad_config_override_keeps_the_loaded_model(server: ServerPr
     request = pb.RepositoryModelUnloadRequest(model_name="nonexist")
     request.parameters["unload_dependents"].string_param = "x"
     assert rpc(server, "RepositoryModelUnload", request) == (
-        grpc.StatusCode.INVALID_ARGUMENT, "invalid value type for 'unload_dependents' parameter, expected bool_param."
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "invalid value type for 'unload_dependents' parameter, expected bool_param.",
     )
     # HTTP: unload ignores parameters it does not understand, as Triton
     for body in ({"parameters": {"unload_dependents": "x"}}, {"parameters": {"foo": True}}, {"parameters": 5}, []):
@@ -283,10 +301,12 @@ def test_load_and_unload_refused_outside_explicit_mode(tmp_path: Path, start_ser
     for action in ("load", "unload"):
         assert post(server, f"/v2/repository/models/m/{action}") == (503, {"error": message})
     assert rpc(server, "RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="m")) == (
-        grpc.StatusCode.UNAVAILABLE, message
+        grpc.StatusCode.UNAVAILABLE,
+        message,
     )
     assert rpc(server, "RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="m")) == (
-        grpc.StatusCode.UNAVAILABLE, message
+        grpc.StatusCode.UNAVAILABLE,
+        message,
     )
     assert post(server, "/v2/repository/index")[1] == [{"name": "m", "version": "1", "state": "READY"}]
 
@@ -307,8 +327,8 @@ def test_startup_model_that_is_missing_fails_start_with_exit_on_error(tmp_path: 
     assert server.wait_exit(120) == 1
     assert "failed to load all models" in server.log()
     server = start_server(
-        [tmp_path / "repo"], ["--model-control-mode=explicit", "--load-model=nope", "--exit-on-error=false",
-                              "--strict-readiness=false"]
+        [tmp_path / "repo"],
+        ["--model-control-mode=explicit", "--load-model=nope", "--exit-on-error=false", "--strict-readiness=false"],
     )
     assert http_call(server, "GET", "/v2/health/ready")[0] == 200
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import queue
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -92,14 +93,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         add_model(repo, "probe", PROBE_CONFIG)
         build_backend(TEST_BACKENDS / "probe.c", repo / "probe" / "libtriton_probe.so")
         # TRITONBACKEND_RequestRelease(RESCHEDULE): with and without iterative_sequence
-        for name, scheduling in (("countdown", "sequence_batching { iterative_sequence: true }"), ("countdown_plain", "")):
+        for name, scheduling in (
+            ("countdown", "sequence_batching { iterative_sequence: true }"),
+            ("countdown_plain", ""),
+        ):
             add_model(repo, name, COUNTDOWN_CONFIG % scheduling)
             build_backend(TEST_BACKENDS / "countdown.c", repo / name / "libtriton_countdown.so")
         for name in ("misbehave", "noexec", "undefined", "initfail"):
             add_model(repo, name, MISBEHAVE_CONFIG % name)
             build_backend(TEST_BACKENDS / f"{name}.c", repo / name / f"libtriton_{name}.so")
 
-    yield from module_server(root, build, [f"--backend-directory={backends}", "--exit-on-error=false", "--backend-config=probe,greeting=hi"])
+    yield from module_server(
+        root, build, [f"--backend-directory={backends}", "--exit-on-error=false", "--backend-config=probe,greeting=hi"]
+    )
 
 
 @pytest.fixture
@@ -250,7 +256,9 @@ def test_an_error_returned_by_execute_has_tritons_shape(server: ServerProcess, c
             assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
             assert info.value.message() == "native says no"
     status, _, body = http_call(
-        server, "POST", "/v2/models/misbehave/infer",
+        server,
+        "POST",
+        "/v2/models/misbehave/infer",
         json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32", "data": [5]}]}).encode(),
     )
     assert (status, json.loads(body)) == (501, {"error": "not this one"})
@@ -316,10 +324,14 @@ def test_the_c_api_reports_the_model_request_and_server_exactly(
     module = httpclient if protocol == "http" else grpcclient
     client = clients[protocol]
     config = client.get_model_config("probe")
-    outputs = config["output"] if protocol == "http" else [
-        {"name": o.name, "data_type": grpcclient.model_config_pb2.DataType.Name(o.data_type), "dims": list(o.dims)}
-        for o in config.config.output
-    ]
+    outputs = (
+        config["output"]
+        if protocol == "http"
+        else [
+            {"name": o.name, "data_type": grpcclient.model_config_pb2.DataType.Name(o.data_type), "dims": list(o.dims)}
+            for o in config.config.output
+        ]
+    )
     assert [(o["name"], o["data_type"], [int(d) for d in o["dims"]]) for o in outputs] == [
         ("REPORT", "TYPE_STRING", [1])
     ]  # completed by the backend with TRITONBACKEND_ModelSetConfig
@@ -345,8 +357,12 @@ def test_the_c_api_reports_the_model_request_and_server_exactly(
         assert response["parameters"] == {"str": "text", "int": -7, "bool": True, "double": 0.5}
     else:
         params = response.parameters
-        assert (params["str"].string_param, params["int"].int64_param, params["bool"].bool_param,
-                params["double"].double_param) == ("text", -7, True, 0.5)
+        assert (
+            params["str"].string_param,
+            params["int"].int64_param,
+            params["bool"].bool_param,
+            params["double"].double_param,
+        ) == ("text", -7, True, 0.5)
     assert "probe.c:42] probe answered" in server.log()  # TRITONSERVER_LogMessage
 
 

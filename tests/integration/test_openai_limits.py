@@ -12,7 +12,7 @@ import json
 import socket
 import textwrap
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,16 +27,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("openai_limits")
     (root / "models").mkdir()
     plugins = root / "plugins.toml"
-    plugins.write_text(textwrap.dedent(f"""
+    plugins.write_text(
+        textwrap.dedent(f"""
         [frontends.http]
         enabled = true
         [frontends.openai]
         enabled = false
         max_request_bytes = {LIMIT}
-    """))
+    """)
+    )
     port = free_port()
-    args = [f"--openai-port={port}", "--openai-address=127.0.0.1", "--allow-grpc=false",
-            f"--http-body-timeout-secs={TIMEOUT_S}", f"--http-idle-timeout-secs={TIMEOUT_S}"]
+    args = [
+        f"--openai-port={port}",
+        "--openai-address=127.0.0.1",
+        "--allow-grpc=false",
+        f"--http-body-timeout-secs={TIMEOUT_S}",
+        f"--http-idle-timeout-secs={TIMEOUT_S}",
+    ]
     proc = ServerProcess([root / "models"], args, log_path=root / "server.log", env={"TRITIUM_PLUGINS": str(plugins)})
     proc.openai_port = port  # type: ignore[attr-defined]
     proc.start()
@@ -78,8 +85,10 @@ TOO_LARGE = error(f"Request body too large: Maximum request body size {LIMIT} ex
 
 def test_a_declared_length_over_the_limit_is_413_from_the_headers(server: ServerProcess) -> None:
     sock = connect(server)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n{" % (LIMIT * 100))
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n{" % (LIMIT * 100)
+    )
     started = time.monotonic()
     assert read_response(sock) == (413, TOO_LARGE)  # the body is never sent: answered from the headers
     assert time.monotonic() - started < TIMEOUT_S
@@ -88,8 +97,10 @@ def test_a_declared_length_over_the_limit_is_413_from_the_headers(server: Server
 
 def test_a_chunked_body_is_413_once_past_the_limit(server: ServerProcess) -> None:
     sock = connect(server)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Transfer-Encoding: chunked\r\n\r\n")
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
     piece = b"x" * 16384
     for _ in range(LIMIT // len(piece) + 2):  # past the limit, and the body never ends
         sock.sendall(b"%x\r\n%b\r\n" % (len(piece), piece))
@@ -99,13 +110,18 @@ def test_a_chunked_body_is_413_once_past_the_limit(server: ServerProcess) -> Non
 
 def test_a_stalled_body_is_408(server: ServerProcess) -> None:
     sock = connect(server)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 100\r\n\r\n{")
+    sock.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+    )
     started = time.monotonic()
     status, body = read_response(sock)
     waited = time.monotonic() - started
-    assert (status, body) == (408, error(f"The request body made no progress for {TIMEOUT_S} s "
-                                         "(--http-body-timeout-secs).", code="request_timeout"))
+    assert (status, body) == (
+        408,
+        error(
+            f"The request body made no progress for {TIMEOUT_S} s (--http-body-timeout-secs).", code="request_timeout"
+        ),
+    )
     assert TIMEOUT_S - 0.5 <= waited < 4 * TIMEOUT_S
     sock.close()
 
@@ -123,9 +139,17 @@ def test_an_idle_keep_alive_connection_is_closed(server: ServerProcess) -> None:
 def test_an_unknown_chat_role_is_400(server: ServerProcess) -> None:
     sock = connect(server)
     body = json.dumps({"model": "m", "messages": [{"role": "wizard", "content": "hi"}]}).encode()
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
-    assert read_response(sock) == (400, error(
-        "Invalid value: 'wizard'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and "
-        "'developer'.", "messages[0].role", "invalid_value"))
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+    )
+    assert read_response(sock) == (
+        400,
+        error(
+            "Invalid value: 'wizard'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and "
+            "'developer'.",
+            "messages[0].role",
+            "invalid_value",
+        ),
+    )
     sock.close()

@@ -39,15 +39,36 @@ def _ir(repo: Path, name: str, config: str, batch: int | str = "batch") -> None:
 
 
 def build(repo: Path) -> None:
-    _ir(repo, "ov_ir", 'backend: "openvino"\nmax_batch_size: 8\n' + IO
+    _ir(
+        repo,
+        "ov_ir",
+        'backend: "openvino"\nmax_batch_size: 8\n'
+        + IO
         + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n"
-        + _param("NUM_STREAMS", "1") + _param("PERFORMANCE_HINT", "LATENCY") + _param("INFERENCE_NUM_THREADS", "1"))
+        + _param("NUM_STREAMS", "1")
+        + _param("PERFORMANCE_HINT", "LATENCY")
+        + _param("INFERENCE_NUM_THREADS", "1"),
+    )
     add_model(repo, "ov_onnx", 'backend: "openvino"\nmax_batch_size: 8\n' + IO)
     fm.add_sub_onnx(repo / "ov_onnx" / "1" / "model.onnx")
     _ir(repo, "ov_auto", 'backend: "openvino"\n')
-    _ir(repo, "ov_padded", 'backend: "openvino"\nmax_batch_size: 4\n' + IO + _param("ENABLE_BATCH_PADDING", "YES"), batch=4)
-    _ir(repo, "ov_reshape", 'backend: "openvino"\nmax_batch_size: 4\n' + IO + _param("RESHAPE_IO_LAYERS", "YES"), batch=1)
-    _ir(repo, "ov_pair", 'backend: "openvino"\nmax_batch_size: 8\n' + IO + "instance_group [ { count: 2 kind: KIND_CPU } ]\n")
+    _ir(
+        repo,
+        "ov_padded",
+        'backend: "openvino"\nmax_batch_size: 4\n' + IO + _param("ENABLE_BATCH_PADDING", "YES"),
+        batch=4,
+    )
+    _ir(
+        repo,
+        "ov_reshape",
+        'backend: "openvino"\nmax_batch_size: 4\n' + IO + _param("RESHAPE_IO_LAYERS", "YES"),
+        batch=1,
+    )
+    _ir(
+        repo,
+        "ov_pair",
+        'backend: "openvino"\nmax_batch_size: 8\n' + IO + "instance_group [ { count: 2 kind: KIND_CPU } ]\n",
+    )
     _ir(repo, "bad_hint", 'backend: "openvino"\nmax_batch_size: 8\n' + IO + _param("PERFORMANCE_HINT", "FAST"))
     _ir(repo, "bad_name", 'backend: "openvino"\nmax_batch_size: 8\n' + IO.replace('"INPUT1"', '"INPUT9"'))
     _ir(repo, "bad_bin", 'backend: "openvino"\nmax_batch_size: 8\n' + IO)
@@ -83,7 +104,9 @@ def _reference(server: ServerProcess, model: str, filename: str, a: np.ndarray, 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize(("model", "filename"), [("ov_ir", "model.xml"), ("ov_onnx", "model.onnx")])
-def test_ir_and_onnx_files_match_openvino_in_process(server: ServerProcess, protocol: str, model: str, filename: str) -> None:
+def test_ir_and_onnx_files_match_openvino_in_process(
+    server: ServerProcess, protocol: str, model: str, filename: str
+) -> None:
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
     result = _infer(server, protocol, model, a, b)
@@ -96,7 +119,9 @@ def test_auto_complete_reads_the_models_inputs_and_outputs(server: ServerProcess
     config = httpclient.InferenceServerClient(server.http_url).get_model_config("ov_auto")
     assert config["max_batch_size"] == 4 and "dynamic_batching" in config
     assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
-        ("INPUT0", "TYPE_FP32", [4]), ("INPUT1", "TYPE_FP32", [4])]
+        ("INPUT0", "TYPE_FP32", [4]),
+        ("INPUT1", "TYPE_FP32", [4]),
+    ]
     assert [o["name"] for o in config["output"]] == ["OUTPUT0", "OUTPUT1"]
     a = np.ones((2, 4), np.float32)
     np.testing.assert_array_equal(_infer(server, "http", "ov_auto", a, a).as_numpy("OUTPUT0"), a * 2)
@@ -115,7 +140,10 @@ def test_a_dynamic_batch_returns_each_request_its_rows(server: ServerProcess) ->
     client = httpclient.InferenceServerClient(server.http_url)
     before = client.get_inference_statistics("ov_ir")["model_stats"][0]
     rng = np.random.default_rng(2)
-    pairs = [(rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32)) for n in (1, 3, 2)]
+    pairs = [
+        (rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32))
+        for n in (1, 3, 2)
+    ]
     with concurrent.futures.ThreadPoolExecutor(len(pairs)) as pool:
         results = list(pool.map(lambda ab: _infer(server, "http", "ov_ir", *ab), pairs))
     for (a, b), result in zip(pairs, results):
@@ -136,10 +164,16 @@ def test_two_instances_serve_at_once(server: ServerProcess) -> None:
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        ("bad_hint", "Invalid argument: parameter 'PERFORMANCE_HINT' of model 'bad_hint' must be one of LATENCY, "
-         "THROUGHPUT, CUMULATIVE_THROUGHPUT, got 'FAST'"),
-        ("bad_name", "Invalid argument: unable to load model 'bad_name', unexpected inference input 'INPUT9', "
-         "allowed inputs are: INPUT0, INPUT1"),
+        (
+            "bad_hint",
+            "Invalid argument: parameter 'PERFORMANCE_HINT' of model 'bad_hint' must be one of LATENCY, "
+            "THROUGHPUT, CUMULATIVE_THROUGHPUT, got 'FAST'",
+        ),
+        (
+            "bad_name",
+            "Invalid argument: unable to load model 'bad_name', unexpected inference input 'INPUT9', "
+            "allowed inputs are: INPUT0, INPUT1",
+        ),
         ("bad_bin", "Not found: unable to find '"),
     ],
 )
@@ -151,14 +185,24 @@ def test_bad_models_fail_to_load_with_the_reason(server: ServerProcess, model: s
 
 def test_missing_openvino_is_a_clear_load_error(tmp_path: Path) -> None:
     repo = tmp_path / "models"
-    add_model(repo, "needs_openvino", 'backend: "openvino"\nmax_batch_size: 8\n' + IO,
-              files={"1/model.xml": "<net/>", "1/model.bin": ""})
-    server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env=fm.without_package(tmp_path, "openvino"))
+    add_model(
+        repo,
+        "needs_openvino",
+        'backend: "openvino"\nmax_batch_size: 8\n' + IO,
+        files={"1/model.xml": "<net/>", "1/model.bin": ""},
+    )
+    server = ServerProcess(
+        [repo],
+        ["--exit-on-error=false"],
+        log_path=tmp_path / "server.log",
+        env=fm.without_package(tmp_path, "openvino"),
+    )
     server.start()
     try:
         assert not httpclient.InferenceServerClient(server.http_url).is_model_ready("needs_openvino")
-        assert ("failed to load 'needs_openvino' version 1: Unavailable: the openvino backend needs the openvino "
-                "package: pip install 'tritium[openvino]' (No module named 'openvino')") in server.log()
+        assert (
+            "failed to load 'needs_openvino' version 1: Unavailable: the openvino backend needs the openvino "
+            "package: pip install 'tritium[openvino]' (No module named 'openvino')"
+        ) in server.log()
     finally:
         server.stop()

@@ -47,7 +47,8 @@ def test_a_third_party_frontend_from_plugins_toml(tmp_path):
     (plugin_dir / "hello_frontend.py").write_text(HELLO_FRONTEND)
     port = free_port()
     plugins_toml = tmp_path / "plugins.toml"
-    plugins_toml.write_text(textwrap.dedent(f"""
+    plugins_toml.write_text(
+        textwrap.dedent(f"""
         [frontends.http]
         enabled = true
         [frontends.grpc]
@@ -55,7 +56,8 @@ def test_a_third_party_frontend_from_plugins_toml(tmp_path):
         [frontends.hello]
         module = "hello_frontend"
         port = {port}
-    """))
+    """)
+    )
     repo = tmp_path / "repo"
     add_model(repo, "m", identity_config())
     env = {"TRITIUM_PLUGINS": str(plugins_toml), "PYTHONPATH": str(plugin_dir)}

@@ -424,9 +424,7 @@ def build_repository(repo: Path) -> None:
         files={"1/model.py": BYTES_MODEL},
     )
     add_model(repo, "autocomplete", 'backend: "python"\n', files={"1/model.py": AUTOCOMPLETE_MODEL})
-    add_model(
-        repo, "autocomplete_no_config", None, files={"1/model.py": AUTOCOMPLETE_NO_CONFIG_MODEL}
-    )
+    add_model(repo, "autocomplete_no_config", None, files={"1/model.py": AUTOCOMPLETE_NO_CONFIG_MODEL})
     add_model(
         repo,
         "autocomplete_raises",
@@ -522,20 +520,14 @@ def repo(server: ServerProcess) -> Path:
 def infer(client: httpclient.InferenceServerClient, model: str, **arrays: np.ndarray) -> Any:
     inputs = []
     for name, array in arrays.items():
-        datatype = (
-            "BYTES"
-            if array.dtype == np.object_
-            else {np.float32: "FP32", np.int32: "INT32"}[array.dtype.type]
-        )
+        datatype = "BYTES" if array.dtype == np.object_ else {np.float32: "FP32", np.int32: "INT32"}[array.dtype.type]
         tensor = httpclient.InferInput(name, list(array.shape), datatype)
         tensor.set_data_from_numpy(array)
         inputs.append(tensor)
     return client.infer(model, inputs)
 
 
-def infer_error(
-    client: httpclient.InferenceServerClient, model: str, **arrays: np.ndarray
-) -> tuple[str | None, str]:
+def infer_error(client: httpclient.InferenceServerClient, model: str, **arrays: np.ndarray) -> tuple[str | None, str]:
     with pytest.raises(InferenceServerException) as info:
         infer(client, model, **arrays)
     return info.value.status(), info.value.message()
@@ -662,13 +654,9 @@ def test_request_attributes_over_grpc(server: ServerProcess) -> None:
 
 
 def test_bytes_in_and_out(client: httpclient.InferenceServerClient, server: ServerProcess) -> None:
-    data = np.array(
-        [b"hello", "w\u00f6rld".encode(), b"", b"a\x00b", b"\xff\xfe"], dtype=np.object_
-    )
+    data = np.array([b"hello", "w\u00f6rld".encode(), b"", b"a\x00b", b"\xff\xfe"], dtype=np.object_)
     result = infer(client, "bytes", S=data)
-    np.testing.assert_array_equal(
-        result.as_numpy("REVERSED"), np.array([x[::-1] for x in data], dtype=np.object_)
-    )
+    np.testing.assert_array_equal(result.as_numpy("REVERSED"), np.array([x[::-1] for x in data], dtype=np.object_))
     # an object array may hold str and other objects: Triton sends str(x) UTF-8 encoded
     assert result.as_numpy("MIXED").tolist() == [b"raw", "w\u00f6rld".encode(), b"7"]
     assert result.as_numpy("FIXED").tolist() == [b"ab", b"c"]
@@ -683,27 +671,19 @@ def test_bytes_in_and_out(client: httpclient.InferenceServerClient, server: Serv
 
 
 # -- auto_complete_config --------------------------------------------------------------------------
-def test_auto_complete_config(
-    server: ServerProcess, client: httpclient.InferenceServerClient
-) -> None:
+def test_auto_complete_config(server: ServerProcess, client: httpclient.InferenceServerClient) -> None:
     status, _, body = http_call(server, "GET", "/v2/models/autocomplete/config")
     assert status == 200
     config = json.loads(body)
     assert config["max_batch_size"] == 4
-    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
-        ("INPUT0", "TYPE_FP32", [-1])
-    ]
-    assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [
-        ("OUTPUT0", "TYPE_FP32", [-1])
-    ]
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [("INPUT0", "TYPE_FP32", [-1])]
+    assert [(o["name"], o["data_type"], o["dims"]) for o in config["output"]] == [("OUTPUT0", "TYPE_FP32", [-1])]
     assert config["dynamic_batching"]["preferred_batch_size"] == [4]
     result = infer(client, "autocomplete", INPUT0=np.ones((2, 3), np.float32))
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.full((2, 3), 2.0, np.float32))
 
 
-def test_auto_complete_without_config_file(
-    server: ServerProcess, client: httpclient.InferenceServerClient
-) -> None:
+def test_auto_complete_without_config_file(server: ServerProcess, client: httpclient.InferenceServerClient) -> None:
     status, _, body = http_call(server, "GET", "/v2/models/autocomplete_no_config/config")
     assert status == 200
     config = json.loads(body)
@@ -718,12 +698,7 @@ def test_auto_complete_without_config_file(
 
 
 def test_auto_complete_failures_fail_the_load(server: ServerProcess, repo: Path) -> None:
-    pb_utils_file = (
-        Path(__file__).resolve().parents[2]
-        / "backends"
-        / "python"
-        / "triton_python_backend_utils.py"
-    )
+    pb_utils_file = Path(__file__).resolve().parents[2] / "backends" / "python" / "triton_python_backend_utils.py"
     reason = load_failure(server, "autocomplete_raises")
     assert reason.startswith(
         "Internal: ValueError: configuration specified max_batch_size 8, but in auto-complete-config function "
@@ -746,9 +721,7 @@ def test_initialize_exception_fails_the_load_with_the_traceback(
     server: ServerProcess, client: httpclient.InferenceServerClient, repo: Path
 ) -> None:
     path = repo / "broken_init" / "1" / "model.py"
-    message = (
-        f"RuntimeError: boom: deliberate failure in initialize\n\nAt:\n  {path}(6): initialize\n"
-    )
+    message = f"RuntimeError: boom: deliberate failure in initialize\n\nAt:\n  {path}(6): initialize\n"
     # the log line Triton writes, verbatim (the traceback ends with a newline)
     assert f"failed to load 'broken_init' version 1: Internal: {message}\n" in server.log()
     assert http_call(server, "GET", "/v2/models/broken_init/ready")[0] == 400
@@ -837,8 +810,7 @@ PREFIX = "Failed to process the request(s) for model 'bad_responses_0_0', messag
         # Triton's messages
         (
             2,
-            PREFIX
-            + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+            PREFIX + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
             "InferenceRequest(s) size is:1, and InferenceResponse(s) size is:0\n",
         ),
         # Triton leaves the client waiting forever here
@@ -852,15 +824,12 @@ PREFIX = "Failed to process the request(s) for model 'bad_responses_0_0', messag
         (6, PREFIX + "TritonModelException: NumPy dtype is not supported.\n\nAt:\n"),
         (
             7,
-            PREFIX
-            + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
+            PREFIX + "Number of InferenceResponse objects do not match the number of InferenceRequest objects. "
             "InferenceRequest(s) size is:1, and InferenceResponse(s) size is:2\n",
         ),
     ],
 )
-def test_bad_responses_get_a_clear_error(
-    client: httpclient.InferenceServerClient, mode: int, message: str
-) -> None:
+def test_bad_responses_get_a_clear_error(client: httpclient.InferenceServerClient, mode: int, message: str) -> None:
     status, text = infer_error(client, "bad_responses", INPUT0=np.array([mode], np.int32))
     assert status == "500"
     if message.endswith("At:\n"):
@@ -897,9 +866,7 @@ def test_missing_execute(client: httpclient.InferenceServerClient, repo: Path) -
     )
 
 
-def test_async_execute_runs_to_completion(
-    client: httpclient.InferenceServerClient, repo: Path
-) -> None:
+def test_async_execute_runs_to_completion(client: httpclient.InferenceServerClient, repo: Path) -> None:
     result = infer(client, "async_raises", INPUT0=np.array([1.0], np.float32))
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.array([1.0], np.float32))
     path = repo / "async_raises" / "1" / "model.py"

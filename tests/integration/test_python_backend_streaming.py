@@ -359,16 +359,12 @@ def summary(response: pb.ModelStreamInferResponse) -> tuple[Any, ...]:
         else:
             outputs[output.name] = raw[4:].decode()
     final = (
-        infer.parameters["triton_final_response"].bool_param
-        if "triton_final_response" in infer.parameters
-        else None
+        infer.parameters["triton_final_response"].bool_param if "triton_final_response" in infer.parameters else None
     )
     return infer.id, response.error_message, outputs, final
 
 
-def stream(
-    stub: service_pb2_grpc.GRPCInferenceServiceStub, *requests: pb.ModelInferRequest
-) -> list[tuple[Any, ...]]:
+def stream(stub: service_pb2_grpc.GRPCInferenceServiceStub, *requests: pb.ModelInferRequest) -> list[tuple[Any, ...]]:
     return [summary(r) for r in stub.ModelStreamInfer(iter(requests), timeout=30)]
 
 
@@ -411,9 +407,7 @@ def test_execute_raising_after_a_response(
     stub: service_pb2_grpc.GRPCInferenceServiceStub, server: ServerProcess
 ) -> None:
     path = Path(server.repositories[0]) / "modes" / "1" / "model.py"
-    line = next(
-        i for i, text in enumerate(MODES_MODEL.splitlines(), start=1) if "decoupled boom" in text
-    )
+    line = next(i for i, text in enumerate(MODES_MODEL.splitlines(), start=1) if "decoupled boom" in text)
     assert stream(stub, int_request("modes", 1, "m1")) == [
         ("m1", "", {"OUT": [1]}, False),
         (
@@ -504,9 +498,7 @@ def test_async_decoupled_execute_runs_in_the_background(
     assert [g[0] for g in got] == ["x", "y"]
     # the second execute started while the first one awaited: both ran at once
     assert max(g[2]["OUT"][0] for g in got) == 2
-    assert "MainThread" not in {
-        g[2]["MSG"] for g in got
-    }  # the backend's own event loop, on its own thread
+    assert "MainThread" not in {g[2]["MSG"] for g in got}  # the backend's own event loop, on its own thread
 
 
 def test_http_refuses_decoupled_models(client: httpclient.InferenceServerClient) -> None:
@@ -550,9 +542,7 @@ def test_bls_exec(client: httpclient.InferenceServerClient) -> None:
     }
 
 
-def test_bls_errors_come_back_as_responses(
-    client: httpclient.InferenceServerClient, server: ServerProcess
-) -> None:
+def test_bls_errors_come_back_as_responses(client: httpclient.InferenceServerClient, server: ServerProcess) -> None:
     _, info = bls(client, 1, np.array([1.0], np.float32))
     internal = 1  # Triton gives every BLS error the code INTERNAL
     assert info["unknown"] == [

@@ -22,8 +22,9 @@ import queue
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -267,7 +268,9 @@ EXPECTED: dict[str, Any] = {
     "http metadata args_params": metadata(
         "args_params", [("INPUT0", "INT32", [1])], [("ARGS", "BYTES", [1]), ("PARAMETERS", "BYTES", [1])]
     ),
-    "http metadata raise_in_execute": metadata("raise_in_execute", [("INPUT0", "INT32", [1])], [("OUTPUT0", "INT32", [1])]),
+    "http metadata raise_in_execute": metadata(
+        "raise_in_execute", [("INPUT0", "INT32", [1])], [("OUTPUT0", "INT32", [1])]
+    ),
     "http config nobatch_auto_complete": {
         "status": 200,
         "body": model_config("nobatch_auto_complete", ADD_SUB_CONFIG_IO["inputs"], ADD_SUB_CONFIG_IO["outputs"]),
@@ -280,8 +283,12 @@ EXPECTED: dict[str, Any] = {
             ADD_SUB_CONFIG_IO["outputs"],
             max_batch_size=4,
             dynamic_batching={
-                "preferred_batch_size": [4], "max_queue_delay_microseconds": 0, "preserve_ordering": False,
-                "priority_levels": 0, "default_priority_level": 0, "priority_queue_policy": {},
+                "preferred_batch_size": [4],
+                "max_queue_delay_microseconds": 0,
+                "preserve_ordering": False,
+                "priority_levels": 0,
+                "default_priority_level": 0,
+                "priority_queue_policy": {},
             },
         ),
     },
@@ -305,19 +312,27 @@ EXPECTED: dict[str, Any] = {
     "http add_sub binary (tritonclient)": {"OUTPUT0": SUM, "OUTPUT1": DIFF},
     **both_ok("add_sub only OUTPUT1", "add_sub", [fp32("OUTPUT1", DIFF)]),
     **both(
-        "add_sub wrong shape", 400, "INVALID_ARGUMENT",
+        "add_sub wrong shape",
+        400,
+        "INVALID_ARGUMENT",
         "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [4], got [3]. ",
     ),
     **both(
-        "add_sub batch dimension on a non-batching model", 400, "INVALID_ARGUMENT",
+        "add_sub batch dimension on a non-batching model",
+        400,
+        "INVALID_ARGUMENT",
         "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [4], got [1,4]. ",
     ),
     **both(
-        "add_sub wrong dtype", 400, "INVALID_ARGUMENT",
+        "add_sub wrong dtype",
+        400,
+        "INVALID_ARGUMENT",
         "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'add_sub' expects 'FP32'",
     ),
     **both(
-        "add_sub missing input", 400, "INVALID_ARGUMENT",
+        "add_sub missing input",
+        400,
+        "INVALID_ARGUMENT",
         "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], "
         "but missing required input(s) ['INPUT1']. Please provide all required input(s).",
     ),
@@ -341,7 +356,9 @@ EXPECTED: dict[str, Any] = {
         ],
     ),
     **both(
-        "batch_auto_complete batch of 5 (max 4)", 400, "INVALID_ARGUMENT",
+        "batch_auto_complete batch of 5 (max 4)",
+        400,
+        "INVALID_ARGUMENT",
         "[request id: <id_unknown>] inference request batch-size must be <= 4 for 'batch_auto_complete'",
     ),
     "http batch_auto_complete without batch dimension": http_error(
@@ -359,7 +376,9 @@ EXPECTED: dict[str, Any] = {
     "grpc bls_sync calls a decoupled model without decoupled=True": grpc_error("INTERNAL", DECOUPLED_BLS),
     # bls_async raises TritonModelException with the inner error's message
     **both(
-        "bls_async missing model", 500, "INTERNAL",
+        "bls_async missing model",
+        500,
+        "INTERNAL",
         _execute_error("bls_async_0_0", "TritonModelException: " + NOT_READY_BLS, 35, "bls_async"),
     ),
     "grpc bls_async calls a decoupled model without decoupled=True": grpc_error(
@@ -389,7 +408,9 @@ EXPECTED: dict[str, Any] = {
     "grpc args_params double parameter": {"ARGS": ARGS, "PARAMETERS": {"d": 2.5}},
     # an exception escaping execute, then the model serves on
     **both(
-        "raise_in_execute raises", 500, "INTERNAL",
+        "raise_in_execute raises",
+        500,
+        "INTERNAL",
         _execute_error("raise_in_execute_0_0", "ValueError: INPUT0 was 1", 16, "raise_in_execute"),
     ),
     "http raise_in_execute serves after raising": http_ok("raise_in_execute", [tensor("OUTPUT0", "INT32", [1], [5])]),
@@ -408,8 +429,10 @@ EXPECTED: dict[str, Any] = {
     "grpc stream repeat_int32": [
         *[
             stream_response(
-                "rep-1", "repeat_int32",
-                [tensor("OUT", "INT32", [1], [value]), tensor("IDX", "UINT32", [1], [i])], False,
+                "rep-1",
+                "repeat_int32",
+                [tensor("OUT", "INT32", [1], [value]), tensor("IDX", "UINT32", [1], [i])],
+                False,
             )
             for i, value in enumerate([4, -2, 0, 2147483647])
         ],
@@ -420,7 +443,10 @@ EXPECTED: dict[str, Any] = {
         {
             "error": "IN and DELAY must have the same shape, got [3] and [2]",
             "response": {
-                "id": "rep-bad", "model_name": "repeat_int32", "model_version": "", "outputs": [],
+                "id": "rep-bad",
+                "model_name": "repeat_int32",
+                "model_version": "",
+                "outputs": [],
                 "parameters": {"triton_final_response": True},
             },
         }
@@ -428,8 +454,10 @@ EXPECTED: dict[str, Any] = {
     # without triton_enable_empty_final_response the final flag sends nothing
     "grpc stream repeat_int32 without empty final response": [
         stream_response(
-            "rep-nofinal", "repeat_int32",
-            [tensor("OUT", "INT32", [1], [value]), tensor("IDX", "UINT32", [1], [i])], False,
+            "rep-nofinal",
+            "repeat_int32",
+            [tensor("OUT", "INT32", [1], [value]), tensor("IDX", "UINT32", [1], [i])],
+            False,
         )
         for i, value in enumerate([7, 8])
     ],

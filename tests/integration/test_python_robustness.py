@@ -6,8 +6,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ from tests.support.procs import children_of, shm_entries
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
-SLEEPY = '''
+SLEEPY = """
 import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -33,7 +33,7 @@ class TritonPythonModel:
             time.sleep(seconds)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("SLEPT", np.array([seconds], np.float32))]))
         return responses
-'''
+"""
 SLEEPY_CONFIG = """
 backend: "python"
 max_batch_size: 0
@@ -41,7 +41,7 @@ input [ { name: "SECONDS" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "SLEPT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 parameters { key: "execute_timeout_seconds" value: { string_value: "%s" } }
 """
-IDENTITY = '''
+IDENTITY = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -51,7 +51,7 @@ class TritonPythonModel:
             pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
             for r in requests
         ]
-'''
+"""
 IDENTITY_CONFIG = """
 backend: "python"
 max_batch_size: 0

@@ -42,64 +42,114 @@ def _model(repo: Path, name: str, config: str, build, filename: str = "model.pt"
 
 
 def build(repo: Path) -> None:
-    _model(repo, "pt_add_sub", f"""
+    _model(
+        repo,
+        "pt_add_sub",
+        f"""
         platform: "pytorch_libtorch"
         max_batch_size: 8
         {ADD_SUB_IO}
         dynamic_batching {{ max_queue_delay_microseconds: 300000 }}
-        """ + _param("INFERENCE_MODE", "false") + _param("DISABLE_OPTIMIZED_EXECUTION", "true")
-        + _param("INTRA_OP_THREAD_COUNT", "1") + _param("INTER_OP_THREAD_COUNT", "1")
-        + _param("ENABLE_CACHE_CLEANING", "true"), fm.add_sub_torchscript)
-    _model(repo, "pt_named", """
+        """
+        + _param("INFERENCE_MODE", "false")
+        + _param("DISABLE_OPTIMIZED_EXECUTION", "true")
+        + _param("INTRA_OP_THREAD_COUNT", "1")
+        + _param("INTER_OP_THREAD_COUNT", "1")
+        + _param("ENABLE_CACHE_CLEANING", "true"),
+        fm.add_sub_torchscript,
+    )
+    _model(
+        repo,
+        "pt_named",
+        """
         backend: "pytorch"
         input [ { name: "x" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "scale" data_type: TYPE_FP32 dims: [ 1 ] } ]
         output [ { name: "y" data_type: TYPE_FP32 dims: [ 3 ] } ]
-        """, fm.named_torchscript)
-    _model(repo, "pt_config_order", """
+        """,
+        fm.named_torchscript,
+    )
+    _model(
+        repo,
+        "pt_config_order",
+        """
         backend: "pytorch"
         input [ { name: "first" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "second" data_type: TYPE_FP32 dims: [ 2 ] } ]
         output [ { name: "sum" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "diff" data_type: TYPE_FP32 dims: [ 2 ] } ]
         instance_group [ { count: 2 kind: KIND_CPU } ]
-        """, fm.add_sub_torchscript)
-    _model(repo, "pt_dict", """
+        """,
+        fm.add_sub_torchscript,
+    )
+    _model(
+        repo,
+        "pt_dict",
+        """
         backend: "pytorch"
         max_batch_size: 4
         input [ { name: "A" data_type: TYPE_FP32 dims: [ 2 ] }, { name: "B" data_type: TYPE_FP32 dims: [ 2 ] } ]
         output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
-        """, fm.dict_torchscript)
-    _model(repo, "pt_strings", """
+        """,
+        fm.dict_torchscript,
+    )
+    _model(
+        repo,
+        "pt_strings",
+        """
         backend: "pytorch"
         input [ { name: "TEXT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
         output [ { name: "LENGTH__0" data_type: TYPE_INT64 dims: [ -1 ] }, { name: "UPPER__1" data_type: TYPE_STRING dims: [ -1 ] } ]
-        """, fm.strings_torchscript)
-    _model(repo, "pt_raise", """
+        """,
+        fm.strings_torchscript,
+    )
+    _model(
+        repo,
+        "pt_raise",
+        """
         backend: "pytorch"
         input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
         output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-        """, fm.raising_torchscript)
+        """,
+        fm.raising_torchscript,
+    )
     _model(repo, "pt_exported", 'backend: "pytorch"\n', fm.exported_program, "model.pt2")
     # load errors: the naming rules, parameters, files
-    _model(repo, "bad_count", """
+    _model(
+        repo,
+        "bad_count",
+        """
         backend: "pytorch"
         input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [ 4 ] },
                 { name: "INPUT__2" data_type: TYPE_FP32 dims: [ 4 ] } ]
         output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-        """, fm.add_sub_torchscript)
+        """,
+        fm.add_sub_torchscript,
+    )
     for name, key, value in (
         ("bad_nvfuser", "ENABLE_NVFUSER", "true"),
         ("bad_sharing", "ENABLE_WEIGHT_SHARING", "true"),
         ("bad_bool", "INFERENCE_MODE", "maybe"),
         ("bad_threads", "INTRA_OP_THREAD_COUNT", "two"),
     ):
-        _model(repo, name, f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}' + _param(key, value), fm.add_sub_torchscript)
-    add_model(repo, "bad_file", f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}', files={"1/model.pt": "not a TorchScript archive"})
+        _model(
+            repo,
+            name,
+            f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}' + _param(key, value),
+            fm.add_sub_torchscript,
+        )
+    add_model(
+        repo,
+        "bad_file",
+        f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}',
+        files={"1/model.pt": "not a TorchScript archive"},
+    )
     add_model(repo, "bad_missing", f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}')
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from module_server(
-        tmp_path_factory.mktemp("pytorch"), build, ["--exit-on-error=false", "--model-control-mode=explicit", "--load-model=*"]
+        tmp_path_factory.mktemp("pytorch"),
+        build,
+        ["--exit-on-error=false", "--model-control-mode=explicit", "--load-model=*"],
     )
 
 
@@ -168,9 +218,13 @@ def test_a_dynamic_batch_runs_as_one_call_and_returns_each_its_rows(server: Serv
     before = client.get_inference_statistics("pt_add_sub")["model_stats"][0]
     sizes = [1, 3, 2, 1]
     rng = np.random.default_rng(0)
-    batches = [(rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32)) for n in sizes]
+    batches = [
+        (rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32)) for n in sizes
+    ]
     with concurrent.futures.ThreadPoolExecutor(len(sizes)) as pool:
-        results = list(pool.map(lambda ab: _infer(server, "http", "pt_add_sub", {"INPUT__0": ab[0], "INPUT__1": ab[1]}), batches))
+        results = list(
+            pool.map(lambda ab: _infer(server, "http", "pt_add_sub", {"INPUT__0": ab[0], "INPUT__1": ab[1]}), batches)
+        )
     for (a, b), result in zip(batches, results):
         np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), a + b)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT__1"), a - b)
@@ -183,7 +237,10 @@ def test_exported_program_completes_its_config_and_batches(server: ServerProcess
     client = httpclient.InferenceServerClient(server.http_url)
     config = client.get_model_config("pt_exported")
     assert config["max_batch_size"] == 4 and "dynamic_batching" in config
-    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [("x", "TYPE_FP32", [4]), ("y", "TYPE_FP32", [4])]
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
+        ("x", "TYPE_FP32", [4]),
+        ("y", "TYPE_FP32", [4]),
+    ]
     assert [(o["name"], o["dims"]) for o in config["output"]] == [("output__0", [4]), ("output__1", [1])]
     x = np.array([[-1, 2, -3, 4], [1, 1, 1, 1], [0, 5, 0, 5]], np.float32)
     y = np.full((3, 4), 2, np.float32)
@@ -216,7 +273,9 @@ def test_two_instances_run_in_two_worker_processes(server: ServerProcess) -> Non
     assert len(before - unloaded) == 2 and len(loaded - unloaded) == 2
     first, second = np.ones((2,), np.float32), np.full((2,), 3, np.float32)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: _infer(server, "http", "pt_config_order", {"first": first, "second": second}), range(4)))
+        results = list(
+            pool.map(lambda _: _infer(server, "http", "pt_config_order", {"first": first, "second": second}), range(4))
+        )
     for result in results:
         np.testing.assert_array_equal(result.as_numpy("sum"), first + second)
 
@@ -224,9 +283,15 @@ def test_two_instances_run_in_two_worker_processes(server: ServerProcess) -> Non
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        ("bad_count", "Invalid argument: unable to load model 'bad_count', configuration expects 3 inputs, model provides 2"),
-        ("bad_nvfuser", "Unsupported: unable to load model 'bad_nvfuser': the pytorch backend does not support parameter "
-         "'ENABLE_NVFUSER': torch 2 removed nvfuser (use ENABLE_TENSOR_FUSER)"),
+        (
+            "bad_count",
+            "Invalid argument: unable to load model 'bad_count', configuration expects 3 inputs, model provides 2",
+        ),
+        (
+            "bad_nvfuser",
+            "Unsupported: unable to load model 'bad_nvfuser': the pytorch backend does not support parameter "
+            "'ENABLE_NVFUSER': torch 2 removed nvfuser (use ENABLE_TENSOR_FUSER)",
+        ),
         ("bad_sharing", "ENABLE_WEIGHT_SHARING is not supported: each model instance runs in its own worker process"),
         ("bad_bool", "failed to convert 'INFERENCE_MODE' of model 'bad_bool' to a boolean: 'maybe'"),
         ("bad_threads", "failed to convert 'INTRA_OP_THREAD_COUNT' of model 'bad_threads' to an integer: 'two'"),
@@ -246,18 +311,25 @@ def test_load_errors_name_the_input_and_the_rule(server: ServerProcess, model: s
 def test_missing_torch_is_a_clear_load_error(tmp_path: Path) -> None:
     repo = tmp_path / "models"
     add_model(repo, "needs_torch", f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}', files={"1/model.pt": "x"})
-    add_model(repo, "identity", textwrap.dedent("""
+    add_model(
+        repo,
+        "identity",
+        textwrap.dedent("""
         backend: "identity"
         input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
         output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
-    """))
-    server = ServerProcess([repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log",
-                           env=fm.without_package(tmp_path, "torch"))
+    """),
+    )
+    server = ServerProcess(
+        [repo], ["--exit-on-error=false"], log_path=tmp_path / "server.log", env=fm.without_package(tmp_path, "torch")
+    )
     server.start()
     try:
         client = httpclient.InferenceServerClient(server.http_url)
         assert client.is_model_ready("identity") and not client.is_model_ready("needs_torch")
-        assert ("failed to load 'needs_torch' version 1: Unavailable: the pytorch backend needs the torch package: "
-                "pip install 'tritium[pytorch]' (No module named 'torch')") in server.log()
+        assert (
+            "failed to load 'needs_torch' version 1: Unavailable: the pytorch backend needs the torch package: "
+            "pip install 'tritium[pytorch]' (No module named 'torch')"
+        ) in server.log()
     finally:
         server.stop()

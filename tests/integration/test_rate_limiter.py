@@ -67,9 +67,7 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 @pytest.mark.parametrize("pair", [("r_a", "r_b"), ("g_a", "g_b")])
-def test_instances_needing_the_only_unit_take_turns(
-    server: ServerProcess, pair: tuple[str, str]
-) -> None:
+def test_instances_needing_the_only_unit_take_turns(server: ServerProcess, pair: tuple[str, str]) -> None:
     a, b = _concurrent([_interval(server, pair[0]), _interval(server, pair[1])], stagger_s=0.05)
     assert not _overlap(a, b), (a, b)
 
@@ -107,7 +105,4 @@ def test_bad_resource_flag_is_refused(tmp_path: Path) -> None:
         assert proc.wait_exit(60) != 0
     finally:
         proc.stop()
-    assert (
-        "--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got R1"
-        in proc.log()
-    )
+    assert "--rate-limit-resource option format is '<resource_name>:<count>:<device>'. Got R1" in proc.log()

@@ -30,8 +30,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,9 +121,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RayCluster
         root = tmp_path_factory.mktemp("ray_serve")
         repo, images = root / "models", root / "images"
         subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "fetch_models.py"), "--model", ONNX,
-             "--output", str(repo), "--images", str(images)],
-            check=True, capture_output=True, timeout=600,
+            [
+                sys.executable,
+                str(ROOT / "examples" / "fetch_models.py"),
+                "--model",
+                ONNX,
+                "--output",
+                str(repo),
+                "--images",
+                str(images),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
         )
         config = repo / ONNX / "config.pbtxt"  # one instance per replica: two replicas share 2 cores
         config.write_text(config.read_text().replace("count: 2", "count: 1"))
@@ -242,8 +253,7 @@ def test_requests_spread_over_both_replicas_and_statistics_sum_over_them(fixed: 
         with urllib.request.urlopen(f"http://127.0.0.1:{fixed.metrics_port}/metrics", timeout=30) as resp:
             text = resp.read().decode()
         family = "ray_serve_deployment_processing_latency_ms_count{"
-        lines = [line for line in text.splitlines()
-                 if line.startswith(family) and 'deployment="TritiumServer"' in line]
+        lines = [line for line in text.splitlines() if line.startswith(family) and 'deployment="TritiumServer"' in line]
         return {m for line in lines for m in re.findall(r'replica="([^"]+)"', line)}
 
     _wait("Serve's metrics of both replicas", lambda: serve_replicas() == set(served), 60, fixed)
@@ -296,8 +306,9 @@ def _perf_analyzer() -> tuple[list[str], dict[str, str]] | None:
         return None
 
 
-@pytest.mark.skipif(_perf_analyzer() is None,
-                    reason="perf_analyzer needs libb64-0d (apt) and nvidia-cuda-runtime-cu12 (pip)")
+@pytest.mark.skipif(
+    _perf_analyzer() is None, reason="perf_analyzer needs libb64-0d (apt) and nvidia-cuda-runtime-cu12 (pip)"
+)
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_perf_analyzer_against_the_serve_address(fixed: RayCluster, protocol: str) -> None:
     found = _perf_analyzer()
@@ -305,9 +316,27 @@ def test_perf_analyzer_against_the_serve_address(fixed: RayCluster, protocol: st
     cmd, env = found
     url = fixed.http_url if protocol == "http" else fixed.grpc_url
     run = subprocess.run(
-        [*cmd, "-m", "add_sub", "-u", url, "-i", protocol, "--concurrency-range", "2",
-         "--measurement-interval", "1000", "--stability-percentage", "10000", "--max-trials", "3"],
-        env=env, capture_output=True, text=True, timeout=180,
+        [
+            *cmd,
+            "-m",
+            "add_sub",
+            "-u",
+            url,
+            "-i",
+            protocol,
+            "--concurrency-range",
+            "2",
+            "--measurement-interval",
+            "1000",
+            "--stability-percentage",
+            "10000",
+            "--max-trials",
+            "3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Throughput:" in run.stdout and "Server:" in run.stdout  # server-side statistics were read
@@ -346,8 +375,15 @@ def test_replica_killed_under_load_is_replaced_with_few_failures(fixed: RayClust
         _wait("load running", lambda: min(successes) > 5, 30)
         os.kill(pids[0], signal.SIGKILL)
         killed_at = sum(successes)
-        _wait("a replacement replica", lambda: len(set(replicas_in_metrics(fixed.http_url)) - set(old)) == 1
-              and len(replicas_in_metrics(fixed.http_url)) == 2, 120, fixed)
+        _wait(
+            "a replacement replica",
+            lambda: (
+                len(set(replicas_in_metrics(fixed.http_url)) - set(old)) == 1
+                and len(replicas_in_metrics(fixed.http_url)) == 2
+            ),
+            120,
+            fixed,
+        )
         after_replacement = sum(successes)
         _wait("requests after the replacement", lambda: sum(successes) > after_replacement + 20, 30)
     finally:
@@ -373,8 +409,15 @@ def test_a_lost_coordinator_is_replaced_and_the_replicas_join_the_new_one(fixed:
     os.kill(coordinator, signal.SIGKILL)
     http = httpclient.InferenceServerClient(fixed.http_url)
     np.testing.assert_array_equal(http.infer("add_sub", _add_sub_inputs(httpclient)).as_numpy("OUTPUT0"), ADD)
-    _wait("both replicas in the new coordinator", lambda: replicas_in_metrics(fixed.http_url) == replicas
-          and replica_pids("TritiumCoordinator") not in ([], [coordinator]), 120, fixed)
+    _wait(
+        "both replicas in the new coordinator",
+        lambda: (
+            replicas_in_metrics(fixed.http_url) == replicas
+            and replica_pids("TritiumCoordinator") not in ([], [coordinator])
+        ),
+        120,
+        fixed,
+    )
     assert http.is_server_ready() and http.is_model_ready(ONNX)
     assert http.get_inference_statistics("add_sub")["model_stats"][0]["inference_count"] > 0
     http.close()
@@ -384,13 +427,30 @@ def test_a_lost_coordinator_is_replaced_and_the_replicas_join_the_new_one(fixed:
 def test_load_unload_reach_every_replica_and_autoscaling_follows_the_load(fixed: RayCluster, built) -> None:
     cluster, repo, _ = built
     old = set(replicas_in_metrics(cluster.http_url))
-    cluster.serve_run(cluster.config({
-        **_COMMON_ARGS, "model_repository": str(repo), "model_control_mode": "explicit", "load_model": "add_sub",
-        "min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 1, "upscale_delay_s": 0,
-        "downscale_delay_s": 2, "look_back_period_s": 2,
-    }))
-    models = _wait("one new replica with add_sub only", lambda: (lambda m: m if set(m).isdisjoint(old) and len(m) == 1
-                   and list(m.values()) == [{"add_sub"}] else None)(_models_per_replica(cluster)), 180, cluster)
+    cluster.serve_run(
+        cluster.config(
+            {
+                **_COMMON_ARGS,
+                "model_repository": str(repo),
+                "model_control_mode": "explicit",
+                "load_model": "add_sub",
+                "min_replicas": 1,
+                "max_replicas": 2,
+                "target_ongoing_requests": 1,
+                "upscale_delay_s": 0,
+                "downscale_delay_s": 2,
+                "look_back_period_s": 2,
+            }
+        )
+    )
+    models = _wait(
+        "one new replica with add_sub only",
+        lambda: (lambda m: m if set(m).isdisjoint(old) and len(m) == 1 and list(m.values()) == [{"add_sub"}] else None)(
+            _models_per_replica(cluster)
+        ),
+        180,
+        cluster,
+    )
     first = next(iter(models))
     http = httpclient.InferenceServerClient(cluster.http_url, network_timeout=300)
     grpc = grpcclient.InferenceServerClient(cluster.grpc_url)
@@ -417,8 +477,12 @@ def test_load_unload_reach_every_replica_and_autoscaling_follows_the_load(fixed:
     for t in threads:
         t.start()
     try:
-        models = _wait("scaled up to 2 replicas", lambda: (lambda m: m if len(m) == 2 else None)(
-            _models_per_replica(cluster)), 120, cluster)
+        models = _wait(
+            "scaled up to 2 replicas",
+            lambda: (lambda m: m if len(m) == 2 else None)(_models_per_replica(cluster)),
+            120,
+            cluster,
+        )
         # the added replica replayed the load it missed
         assert all(names == {"add_sub", ONNX} for names in models.values()), models
         grpc.load_model("identity_fp32")  # two replicas now: the load reaches both

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -81,10 +82,13 @@ def test_s3_repository(s3: str, tmp_path: Path, start_server: Any, monkeypatch: 
         ["--model-control-mode=poll", "--repository-poll-secs=1", f"--model-cache-directory={cache}"],
     )
     status, _, body = http_call(server, "POST", "/v2/repository/index")
-    assert (status, json.loads(body)) == (200, [
-        {"name": "other", "version": "3", "state": "READY"},
-        {"name": "remote_m", "version": "1", "state": "READY"},
-    ])
+    assert (status, json.loads(body)) == (
+        200,
+        [
+            {"name": "other", "version": "3", "state": "READY"},
+            {"name": "remote_m", "version": "1", "state": "READY"},
+        ],
+    )
     request = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
     status, _, body = http_call(server, "POST", "/v2/models/remote_m/infer", json.dumps(request).encode())
     assert status == 200 and json.loads(body)["outputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
@@ -129,7 +133,9 @@ def test_s3_host_port_form(s3: str, tmp_path: Path, start_server: Any, monkeypat
     assert (status, json.loads(body)) == (200, [{"name": "hp", "version": "1", "state": "READY"}])
 
 
-def test_missing_bucket_is_a_start_up_error(s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_bucket_is_a_start_up_error(
+    s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for key, value in env(s3).items():
         monkeypatch.setenv(key, value)
     server = start_server(["s3://no-such-bucket/models"], [f"--model-cache-directory={tmp_path}"], wait=False)
@@ -138,7 +144,9 @@ def test_missing_bucket_is_a_start_up_error(s3: str, tmp_path: Path, start_serve
 
 
 @pytest.mark.parametrize(("url", "package"), [("gs://bucket/models", "gcsfs"), ("az://container/models", "adlfs")])
-def test_scheme_without_its_package_names_the_package(tmp_path: Path, start_server: Any, url: str, package: str) -> None:
+def test_scheme_without_its_package_names_the_package(
+    tmp_path: Path, start_server: Any, url: str, package: str
+) -> None:
     import importlib.util
 
     if importlib.util.find_spec(package) is not None:
@@ -146,12 +154,14 @@ def test_scheme_without_its_package_names_the_package(tmp_path: Path, start_serv
     server = start_server([url], [f"--model-cache-directory={tmp_path}"], wait=False)
     assert server.wait_exit(120) == 1
     scheme = url.split("://")[0]
-    assert f"model repository scheme '{scheme}://' needs the '{package}' package (pip install {package})" in server.log()
+    assert (
+        f"model repository scheme '{scheme}://' needs the '{package}' package (pip install {package})" in server.log()
+    )
 
 
-
-
-def test_slow_download_logs_progress(s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slow_download_logs_progress(
+    s3: str, tmp_path: Path, start_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A download through a throttled link (1 MiB/s) logs its bytes and rate while it runs, then its end."""
     from tests.support.throttle import ThrottlingProxy
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -23,27 +24,31 @@ from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 from tritium.proto import grpc_service_pb2 as pb
 
-ECHO_PY = b'''
+ECHO_PY = b"""
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
-'''
+"""
 
 
 def config(name: str, **extra: Any) -> str:
-    return json.dumps({
-        "name": name,
-        "backend": "python",
-        "max_batch_size": 0,
-        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-        **extra,
-    })
+    return json.dumps(
+        {
+            "name": name,
+            "backend": "python",
+            "max_batch_size": 0,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            **extra,
+        }
+    )
 
 
-def load(server: ServerProcess, name: str, parameters: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def load(
+    server: ServerProcess, name: str, parameters: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
     body = json.dumps({"parameters": parameters}).encode()
     status, _, reply = http_call(server, "POST", f"/v2/repository/models/{name}/load", body, headers)
     return status, (json.loads(reply) if reply else None)
@@ -73,7 +78,12 @@ def _server(sandbox: Path, tag: str, args: list[str]) -> Iterator[ServerProcess]
     add_model(repo, "m", identity_config(dims="[ 4 ]", max_batch_size=0))
     proc = ServerProcess(
         [repo],
-        ["--model-control-mode=explicit", "--load-model=m", f"--model-cache-directory={sandbox / f'cache-{tag}'}", *args],
+        [
+            "--model-control-mode=explicit",
+            "--load-model=m",
+            f"--model-cache-directory={sandbox / f'cache-{tag}'}",
+            *args,
+        ],
         log_path=sandbox / f"server-{tag}.log",
     )
     proc.start()
@@ -138,7 +148,8 @@ def test_uploads_load_with_the_opt_in_flag(open_server: ServerProcess) -> None:
 
 def test_uploads_need_a_config(open_server: ServerProcess) -> None:
     assert load(open_server, "noconf", {"file:1/model.py": base64.b64encode(ECHO_PY).decode()}) == (
-        500, {"error": "failed to load 'noconf', failed to poll from model repository"}  # Triton's answer
+        500,
+        {"error": "failed to load 'noconf', failed to poll from model repository"},  # Triton's answer
     )
 
 
@@ -146,7 +157,9 @@ def test_uploads_need_a_config(open_server: ServerProcess) -> None:
     "path",
     ["../../escape.py", "1/../../escape.py", "/tmp/escape-abs.py", "1/./model.py", "", "1//model.py", "1\\..\\x.py"],
 )
-def test_upload_paths_that_leave_the_model_folder_are_refused(open_server: ServerProcess, sandbox: Path, path: str) -> None:
+def test_upload_paths_that_leave_the_model_folder_are_refused(
+    open_server: ServerProcess, sandbox: Path, path: str
+) -> None:
     before = tree(sandbox)
     params = {"config": config("evil"), f"file:{path}": base64.b64encode(b"print('pwned')").decode()}
     status, body = load(open_server, "evil", params)
@@ -164,7 +177,8 @@ def test_upload_paths_that_leave_the_model_folder_are_refused(open_server: Serve
 def test_upload_with_bad_base64_is_refused(open_server: ServerProcess) -> None:
     params = {"config": config("b64"), "file:1/model.py": "!!!notbase64"}
     assert load(open_server, "b64", params) == (
-        400, {"error": "failed to decode the base64 contents of 'file:1/model.py'"}
+        400,
+        {"error": "failed to decode the base64 contents of 'file:1/model.py'"},
     )
 
 
@@ -188,15 +202,22 @@ def test_symlinked_model_files_cannot_lead_out(open_server: ServerProcess, sandb
 # -- config overrides cannot point outside the model folder ----------------------------------------------
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("default_model_filename", "../../../etc/passwd"), ("default_model_filename", "/etc/passwd"),
-     ("runtime", "../../evil.py"), ("runtime", "/usr/lib/evil.so")],
+    [
+        ("default_model_filename", "../../../etc/passwd"),
+        ("default_model_filename", "/etc/passwd"),
+        ("runtime", "../../evil.py"),
+        ("runtime", "/usr/lib/evil.so"),
+    ],
 )
 def test_config_paths_outside_the_model_folder_are_refused(locked: ServerProcess, field: str, value: str) -> None:
     override = json.loads(config("m"))
     override.update({"backend": "identity", field: value})
     status, body = load(locked, "m", {"config": json.dumps(override)})
     assert (status, body) == (
-        400, {"error": f"load failed for model 'm': invalid {field} '{value}': it must be a file name inside the model folder"}
+        400,
+        {
+            "error": f"load failed for model 'm': invalid {field} '{value}': it must be a file name inside the model folder"
+        },
     )
     assert echo(locked, "m") == [0.0, 1.0, 2.0, 3.0]
 
@@ -246,14 +267,25 @@ def test_ensemble_step_model_name_with_separators_is_refused(locked: ServerProce
         "max_batch_size": 0,
         "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [4]}],
         "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]}],
-        "ensemble_scheduling": {"step": [{"model_name": "../m", "model_version": -1,
-                                          "input_map": {"INPUT0": "IN"}, "output_map": {"OUTPUT0": "OUT"}}]},
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "../m",
+                    "model_version": -1,
+                    "input_map": {"INPUT0": "IN"},
+                    "output_map": {"OUTPUT0": "OUT"},
+                }
+            ]
+        },
     }
     status, body = load(locked, "m", {"config": json.dumps(override)})
-    assert (status, body) == (400, {
-        "error": "load failed for model 'm': invalid ensemble step model_name '../m': "
-        "a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
-    })
+    assert (status, body) == (
+        400,
+        {
+            "error": "load failed for model 'm': invalid ensemble step model_name '../m': "
+            "a model name cannot be empty, '.', '..' or contain '/', '\\' or NUL"
+        },
+    )
     assert echo(locked, "m") == [0.0, 1.0, 2.0, 3.0]
 
 
@@ -272,7 +304,8 @@ def test_repository_bodies_over_the_limit_are_refused_early(locked: ServerProces
     assert '{"error":"request body of 10000000000 bytes exceeds the maximum request size of 65536 bytes"}' in reply
     status, _, body = http_call(locked, "POST", "/v2/repository/index", b"{" + b" " * 70000 + b"}")
     assert (status, json.loads(body)) == (
-        413, {"error": "request body of 70002 bytes exceeds the maximum request size of 65536 bytes"}
+        413,
+        {"error": "request body of 70002 bytes exceeds the maximum request size of 65536 bytes"},
     )
     assert echo(locked, "m") == [0.0, 1.0, 2.0, 3.0]
 
@@ -282,17 +315,26 @@ def test_repository_bodies_over_the_limit_are_refused_early(locked: ServerProces
 def restricted(sandbox: Path) -> Iterator[ServerProcess]:
     groups = "model-repository,shared-memory,statistics,trace,logging"
     yield from _server(
-        sandbox, "restricted",
+        sandbox,
+        "restricted",
         [f"--http-restricted-api={groups}:Admin-Key=secret", f"--grpc-restricted-protocol={groups}:admin-key=secret"],
     )
 
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("POST", "/v2/repository/index"), ("POST", "/v2/repository/models/m/load"),
-     ("POST", "/v2/repository/models/nope/unload"), ("GET", "/v2/models/stats"), ("GET", "/v2/models/m/stats"),
-     ("GET", "/v2/systemsharedmemory/status"), ("GET", "/v2/cudasharedmemory/status"), ("GET", "/v2/logging"),
-     ("GET", "/v2/trace/setting"), ("GET", "/v2/models/m/trace/setting")],
+    [
+        ("POST", "/v2/repository/index"),
+        ("POST", "/v2/repository/models/m/load"),
+        ("POST", "/v2/repository/models/nope/unload"),
+        ("GET", "/v2/models/stats"),
+        ("GET", "/v2/models/m/stats"),
+        ("GET", "/v2/systemsharedmemory/status"),
+        ("GET", "/v2/cudasharedmemory/status"),
+        ("GET", "/v2/logging"),
+        ("GET", "/v2/trace/setting"),
+        ("GET", "/v2/models/m/trace/setting"),
+    ],
 )
 def test_restricted_http_apis_need_the_header(restricted: ServerProcess, method: str, path: str) -> None:
     # Triton 2.51: the header matches in any case; the message names it as configured
@@ -314,20 +356,28 @@ def test_unrestricted_http_apis_stay_open(restricted: ServerProcess) -> None:
 
 @pytest.mark.parametrize(
     ("rpc_name", "request_message"),
-    [("RepositoryIndex", pb.RepositoryIndexRequest()),
-     ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="m")),
-     ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="nope")),
-     ("ModelStatistics", pb.ModelStatisticsRequest()),
-     ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest()),
-     ("CudaSharedMemoryStatus", pb.CudaSharedMemoryStatusRequest()),
-     ("TraceSetting", pb.TraceSettingRequest()),
-     ("LogSettings", pb.LogSettingsRequest())],
+    [
+        ("RepositoryIndex", pb.RepositoryIndexRequest()),
+        ("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="m")),
+        ("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="nope")),
+        ("ModelStatistics", pb.ModelStatisticsRequest()),
+        ("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest()),
+        ("CudaSharedMemoryStatus", pb.CudaSharedMemoryStatusRequest()),
+        ("TraceSetting", pb.TraceSettingRequest()),
+        ("LogSettings", pb.LogSettingsRequest()),
+    ],
 )
-def test_restricted_grpc_protocols_need_the_header(restricted: ServerProcess, rpc_name: str, request_message: Any) -> None:
-    expected = (grpc.StatusCode.UNAVAILABLE,
-                "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'")
+def test_restricted_grpc_protocols_need_the_header(
+    restricted: ServerProcess, rpc_name: str, request_message: Any
+) -> None:
+    expected = (
+        grpc.StatusCode.UNAVAILABLE,
+        "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'",
+    )
     assert rpc(restricted, rpc_name, request_message) == expected
-    assert rpc(restricted, rpc_name, request_message, [("admin-key", "secret")]) == expected  # Triton's prefix is needed
+    assert (
+        rpc(restricted, rpc_name, request_message, [("admin-key", "secret")]) == expected
+    )  # Triton's prefix is needed
     assert rpc(restricted, rpc_name, request_message, [("triton-grpc-protocol-admin-key", "bad")]) == expected
     code, _ = rpc(restricted, rpc_name, request_message, [("triton-grpc-protocol-admin-key", "secret")])
     assert code != grpc.StatusCode.UNAVAILABLE
@@ -343,8 +393,9 @@ def test_restricted_api_flag_errors() -> None:
     import sys
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tritium", "--model-repository=x", *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "tritium", "--model-repository=x", *args], capture_output=True, text=True, timeout=60
+        )
 
     result = run("--http-restricted-api=model-repository")
     assert result.returncode == 2 and "restricted api option format is" in result.stderr

@@ -6,8 +6,9 @@ import gzip
 import http.client
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,7 +50,8 @@ def test_http_body_within_the_limit(server: ServerProcess) -> None:
 def test_http_body_over_the_limit(server: ServerProcess) -> None:
     body = request(2000)
     assert post(server, body) == (
-        413, {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+        413,
+        {"error": f"request body of {len(body)} bytes exceeds the maximum request size of {LIMIT} bytes"},
     )
     assert post(server, request(10))[0] == 200
 
@@ -69,7 +71,8 @@ def test_http_chunked_body_over_the_limit(server: ServerProcess) -> None:
         conn.request("POST", "/v2/models/echo/infer", body=iter([body]), encode_chunked=True)
         resp = conn.getresponse()
         assert (resp.status, json.loads(resp.read())) == (
-            413, {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"}
+            413,
+            {"error": f"request body exceeds the maximum request size of {LIMIT} bytes"},
         )
     finally:
         conn.close()
@@ -79,7 +82,8 @@ def test_http_compressed_body_over_the_limit_once_decompressed(server: ServerPro
     body = gzip.compress(request(3000))
     assert len(body) <= LIMIT
     assert post(server, body, {"Content-Encoding": "gzip"}) == (
-        413, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"}
+        413,
+        {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"},
     )
 
 

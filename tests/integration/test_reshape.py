@@ -107,7 +107,8 @@ def build_repository(repo: Path) -> None:
     add_model(repo, "reshape_batching", BATCHING, files={"1/model.py": BATCHING_MODEL})
     # the same with the dynamic batcher (a batch forms once three requests are queued)
     dynamic = BATCHING.replace(
-        "max_batch_size: 8", "max_batch_size: 8\n    dynamic_batching { max_queue_delay_microseconds: 5000000 preferred_batch_size: [ 3 ] }"
+        "max_batch_size: 8",
+        "max_batch_size: 8\n    dynamic_batching { max_queue_delay_microseconds: 5000000 preferred_batch_size: [ 3 ] }",
     )
     add_model(repo, "reshape_dynamic", dynamic, files={"1/model.py": BATCHING_MODEL})
     add_model(repo, "misfit", MISFIT, files={"1/model.py": MISFIT_MODEL})
@@ -155,8 +156,10 @@ def test_batching_keeps_the_batch_dim_outside(client: tuple[Any, Any]) -> None:
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     s = np.array([[1], [10]], np.float32)
     v = np.arange(12, dtype=np.int32).reshape(2, 3, 2)
-    result = triton.infer("reshape_batching", [_input(module, "x", x, "FP32"), _input(module, "s", s, "FP32"),
-                                               _input(module, "v", v, "INT32")])
+    result = triton.infer(
+        "reshape_batching",
+        [_input(module, "x", x, "FP32"), _input(module, "s", s, "FP32"), _input(module, "v", v, "INT32")],
+    )
     # x [2,2,3], s [2] (no second dim), v [2,3,1,2] (the -1 of 2 carried into the reshape's -1)
     assert result.as_numpy("shapes")[0].tolist()[:9] == [2, 2, 3, 2, -1, 2, 3, 1, 2]
     y = result.as_numpy("y")
@@ -170,8 +173,11 @@ def test_dynamic_batch_of_reshaped_requests(server: ServerProcess) -> None:
     try:
         for i in range(3):
             x = np.full((1, 6), i, np.float32)
-            inputs = [_input(grpcclient, "x", x, "FP32"), _input(grpcclient, "s", np.ones((1, 1), np.float32), "FP32"),
-                      _input(grpcclient, "v", np.zeros((1, 3, 1), np.int32), "INT32")]
+            inputs = [
+                _input(grpcclient, "x", x, "FP32"),
+                _input(grpcclient, "s", np.ones((1, 1), np.float32), "FP32"),
+                _input(grpcclient, "v", np.zeros((1, 3, 1), np.int32), "INT32"),
+            ]
             triton.async_infer("reshape_dynamic", inputs, lambda result, error: results.append((result, error)))
         deadline_ok = _wait(lambda: len(results) == 3)
     finally:
@@ -201,4 +207,7 @@ def test_output_that_does_not_fit_its_reshape(client: tuple[Any, Any]) -> None:
     module, triton = client
     with pytest.raises(InferenceServerException) as info:
         triton.infer("misfit", [_input(module, "x", np.zeros(6, np.float32), "FP32")])
-    assert info.value.message() == "output 'y' of model 'misfit' version 1 has shape [2, 2], which does not fit its reshape to [6]"
+    assert (
+        info.value.message()
+        == "output 'y' of model 'misfit' version 1 has shape [2, 2], which does not fit its reshape to [6]"
+    )

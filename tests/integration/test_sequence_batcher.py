@@ -75,9 +75,7 @@ class _Client:
         self.client.close()
 
 
-def _run_sequence(
-    server: Any, protocol: str, model: str, corr: Any, values: list[float], out: dict[Any, Any]
-) -> None:
+def _run_sequence(server: Any, protocol: str, model: str, corr: Any, values: list[float], out: dict[Any, Any]) -> None:
     client = _Client(server, protocol)
     try:
         results = []
@@ -150,9 +148,7 @@ def test_string_sequence_id(server: ServerProcess) -> None:
     for protocol in ("http", "grpc"):
         client = _Client(server, protocol)
         try:
-            first = client.step(
-                "seq_string_id", 2.0, sequence_id="utterance-7", sequence_start=True
-            )
+            first = client.step("seq_string_id", 2.0, sequence_id="utterance-7", sequence_start=True)
             last = client.step("seq_string_id", 3.0, sequence_id="utterance-7", sequence_end=True)
             assert (first["sum"], last["sum"]) == (2.0, 5.0)
             assert first["corr"] == last["corr"] == b"utterance-7"
@@ -163,9 +159,7 @@ def test_string_sequence_id(server: ServerProcess) -> None:
 def test_start_and_end_in_one_request(server: ServerProcess) -> None:
     client = _Client(server, "http")
     try:
-        result = client.step(
-            "seq_direct", 9.0, sequence_id=5, sequence_start=True, sequence_end=True
-        )
+        result = client.step("seq_direct", 9.0, sequence_id=5, sequence_start=True, sequence_end=True)
         assert (result["sum"], result["ctl"]) == (9.0, [1, 1, 1])
     finally:
         client.close()
@@ -188,12 +182,7 @@ def test_sequence_errors(server: ServerProcess, protocol: str) -> None:
         client.step("seq_direct", 1.0, sequence_id=4243, sequence_start=True, sequence_end=True)
         assert client.error("seq_direct", sequence_id=4243) == (bad, no_start.format(4243))
         # the server keeps serving
-        assert (
-            client.step(
-                "seq_direct", 1.0, sequence_id=4243, sequence_start=True, sequence_end=True
-            )["sum"]
-            == 1.0
-        )
+        assert client.step("seq_direct", 1.0, sequence_id=4243, sequence_start=True, sequence_end=True)["sum"] == 1.0
     finally:
         client.close()
 
@@ -220,12 +209,7 @@ def test_new_sequence_waits_for_a_free_slot(server: ServerProcess) -> None:
     first = _Client(server, "http")
     out: dict[Any, Any] = {}
     try:
-        assert (
-            first.step("seq_one_slot", 1.0, batched=False, sequence_id=1, sequence_start=True)[
-                "sum"
-            ]
-            == 1.0
-        )
+        assert first.step("seq_one_slot", 1.0, batched=False, sequence_id=1, sequence_start=True)["sum"] == 1.0
 
         def second() -> None:
             client = _Client(server, "http")
@@ -245,10 +229,7 @@ def test_new_sequence_waits_for_a_free_slot(server: ServerProcess) -> None:
         thread.start()
         thread.join(1.0)
         assert "second" not in out  # backlogged behind sequence 1
-        assert (
-            first.step("seq_one_slot", 2.0, batched=False, sequence_id=1, sequence_end=True)["sum"]
-            == 3.0
-        )
+        assert first.step("seq_one_slot", 2.0, batched=False, sequence_id=1, sequence_end=True)["sum"] == 3.0
         thread.join(60)
         assert out["second"]["sum"] == 5.0 and out["second"]["ctl"] == [1, 1, 1]
     finally:
@@ -266,11 +247,6 @@ def test_direct_requests_keep_their_slot(server: ServerProcess) -> None:
         result = client.step("seq_slots", 2.0, sequence_id=2, sequence_end=True)
         assert (result["slot"], result["sum"]) == (1, 3.0)
         # both slots free again: a new sequence starts in slot 0
-        assert (
-            client.step("seq_slots", 1.0, sequence_id=3, sequence_start=True, sequence_end=True)[
-                "slot"
-            ]
-            == 0
-        )
+        assert client.step("seq_slots", 1.0, sequence_id=3, sequence_start=True, sequence_end=True)["slot"] == 0
     finally:
         client.close()

@@ -38,9 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 def _expected(example: Any, audio: np.ndarray) -> np.ndarray:
     chunk = example.CHUNK
-    return np.cumsum(audio.astype(np.float64))[chunk - 1 :: chunk] / np.arange(
-        chunk, audio.size + 1, chunk
-    )
+    return np.cumsum(audio.astype(np.float64))[chunk - 1 :: chunk] / np.arange(chunk, audio.size + 1, chunk)
 
 
 def test_interleaved_streams_give_numpy_running_means(server: ServerProcess) -> None:
@@ -54,9 +52,7 @@ def test_interleaved_streams_give_numpy_running_means(server: ServerProcess) -> 
         url = server.http_url.replace("http://", "") if protocol == "http" else server.grpc_url
         client = module.InferenceServerClient(url)
         try:
-            out[sequence_id] = example.stream(
-                module, client, sequence_id, example.signal(seconds, seed=seed)
-            )
+            out[sequence_id] = example.stream(module, client, sequence_id, example.signal(seconds, seed=seed))
         except Exception as exc:  # noqa: BLE001 - reported by the test
             out[sequence_id] = exc
         finally:
@@ -70,9 +66,7 @@ def test_interleaved_streams_give_numpy_running_means(server: ServerProcess) -> 
     for _protocol, sequence_id, seconds, seed in streams:
         means = out[sequence_id]
         assert not isinstance(means, Exception), means
-        np.testing.assert_allclose(
-            means, _expected(example, example.signal(seconds, seed=seed)), rtol=0, atol=1e-12
-        )
+        np.testing.assert_allclose(means, _expected(example, example.signal(seconds, seed=seed)), rtol=0, atol=1e-12)
 
 
 def test_running_mean_matches_numpy(server: ServerProcess) -> None:

@@ -83,13 +83,18 @@ REVERSING_MODEL = """
                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 """
 
+
 def build(repo: Path) -> None:
     # a batch waits (up to 30 s) until both slots are ready
-    add_model(repo, "direct_full", DIRECT.format(delay=30_000_000, utilization=1.0), files={"1/model.py": COUNTING_MODEL})
+    add_model(
+        repo, "direct_full", DIRECT.format(delay=30_000_000, utilization=1.0), files={"1/model.py": COUNTING_MODEL}
+    )
     # the same, waiting 0.2 s at most
     add_model(repo, "direct_short", DIRECT.format(delay=200_000, utilization=1.0), files={"1/model.py": COUNTING_MODEL})
     # no utilization: a batch goes at once, whatever the delay
-    add_model(repo, "direct_any", DIRECT.format(delay=30_000_000, utilization=0.0), files={"1/model.py": COUNTING_MODEL})
+    add_model(
+        repo, "direct_any", DIRECT.format(delay=30_000_000, utilization=0.0), files={"1/model.py": COUNTING_MODEL}
+    )
     for name, ordering in (("oldest_ordered", "true"), ("oldest_unordered", "false")):
         add_model(repo, name, OLDEST.format(ordering=ordering), files={"1/model.py": REVERSING_MODEL})
 

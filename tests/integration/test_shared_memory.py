@@ -14,8 +14,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,8 +84,12 @@ def _build(repo: Path) -> None:
     add_model(repo, "identity_fp32", identity_config())
     add_model(repo, "identity_bytes", identity_config("TYPE_STRING", "[ -1 ]", max_batch_size=0))
     add_model(repo, "slow_fp32", identity_config(extra=SLOW))
-    add_model(repo, "py_double", identity_config().replace('backend: "identity"', 'backend: "python"'),
-              files={"1/model.py": PY_IDENTITY})
+    add_model(
+        repo,
+        "py_double",
+        identity_config().replace('backend: "identity"', 'backend: "python"'),
+        files={"1/model.py": PY_IDENTITY},
+    )
     add_model(repo, "where", WHERE_CONFIG, files={"libtriton_where.py": WHERE_BACKEND})
     add_model(repo, "batched_fp32", identity_config(extra="dynamic_batching { max_queue_delay_microseconds: 300000 }"))
     add_model(repo, "ensemble_double", ENSEMBLE_DOUBLE)
@@ -536,8 +541,9 @@ def _perf_analyzer() -> tuple[list[str], dict[str, str]] | None:
     return [found], dict(os.environ, LD_LIBRARY_PATH=lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
 
 
-@pytest.mark.skipif(_perf_analyzer() is None,
-                    reason="perf_analyzer needs libb64-0d (apt) and nvidia-cuda-runtime-cu12 (pip)")
+@pytest.mark.skipif(
+    _perf_analyzer() is None, reason="perf_analyzer needs libb64-0d (apt) and nvidia-cuda-runtime-cu12 (pip)"
+)
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_perf_analyzer_with_system_shared_memory(server: ServerProcess, protocol: str) -> None:
     import subprocess
@@ -547,10 +553,29 @@ def test_perf_analyzer_with_system_shared_memory(server: ServerProcess, protocol
     cmd, env = found
     url = server.http_url if protocol == "http" else server.grpc_url
     run = subprocess.run(
-        [*cmd, "-m", "identity_fp32", "-u", url, "-i", protocol, "--shared-memory", "system",
-         "--output-shared-memory-size", "64", "--measurement-interval", "1000", "--stability-percentage", "10000",
-         "--max-trials", "3"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            *cmd,
+            "-m",
+            "identity_fp32",
+            "-u",
+            url,
+            "-i",
+            protocol,
+            "--shared-memory",
+            "system",
+            "--output-shared-memory-size",
+            "64",
+            "--measurement-interval",
+            "1000",
+            "--stability-percentage",
+            "10000",
+            "--max-trials",
+            "3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Throughput:" in run.stdout
@@ -570,5 +595,7 @@ def test_metrics_and_log_account_registered_regions(server: ServerProcess, regio
     assert 'tritium_shared_memory_region_count{kind="system"} 2' in text
     assert 'tritium_shared_memory_region_bytes{kind="cuda"} 0' in text
     assert "tritium_arena_reserved_bytes" in text
-    assert (f"registered system shared memory region 'm2' (key '{regions.key('m2')}', offset 0, 4096 bytes); "
-            "2 system shared memory regions of 4160 bytes registered, arena ") in server.log()
+    assert (
+        f"registered system shared memory region 'm2' (key '{regions.key('m2')}', offset 0, 4096 bytes); "
+        "2 system shared memory regions of 4160 bytes registered, arena "
+    ) in server.log()

@@ -10,8 +10,9 @@ import base64
 import json
 import struct
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,8 +47,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     try:
         for proc in module_server(tmp_path_factory.mktemp("shm_errors"), _build, []):
             for name, size in (("in", 64), ("out", 64), ("small", 32), ("bs", 64)):
-                status, _, body = _post(proc, f"/v2/systemsharedmemory/region/{name}/register",
-                                        {"key": f"{P}_{name}", "offset": 0, "byte_size": size})
+                status, _, body = _post(
+                    proc,
+                    f"/v2/systemsharedmemory/region/{name}/register",
+                    {"key": f"{P}_{name}", "offset": 0, "byte_size": size},
+                )
                 assert status == 200, body
             yield proc
     finally:
@@ -66,18 +70,34 @@ def _error(status: int, message: str) -> tuple[int, dict[str, str]]:
 
 # -- registration ------------------------------------------------------------------------------------
 REGISTER_CASES = [
-    ("in", {"key": f"{P}_in", "offset": 0, "byte_size": 64}, _error(400, "shared memory region 'in' already in manager")),
-    ("nk", {"key": f"{P}_nokey", "offset": 0, "byte_size": 64},
-     _error(400, f"Unable to open shared memory region: '{P}_nokey'")),
+    (
+        "in",
+        {"key": f"{P}_in", "offset": 0, "byte_size": 64},
+        _error(400, "shared memory region 'in' already in manager"),
+    ),
+    (
+        "nk",
+        {"key": f"{P}_nokey", "offset": 0, "byte_size": 64},
+        _error(400, f"Unable to open shared memory region: '{P}_nokey'"),
+    ),
     ("sl", {"key": "/a/b", "offset": 0, "byte_size": 8}, _error(400, "Unable to open shared memory region: '/a/b'")),
-    ("big", {"key": f"{P}_small", "offset": 0, "byte_size": 64},
-     _error(400, "failed to register shared memory region 'big': invalid args")),
-    ("bo", {"key": f"{P}_small", "offset": 40, "byte_size": 8},
-     _error(400, "failed to register shared memory region 'bo': invalid args")),
+    (
+        "big",
+        {"key": f"{P}_small", "offset": 0, "byte_size": 64},
+        _error(400, "failed to register shared memory region 'big': invalid args"),
+    ),
+    (
+        "bo",
+        {"key": f"{P}_small", "offset": 40, "byte_size": 8},
+        _error(400, "failed to register shared memory region 'bo': invalid args"),
+    ),
     ("mk", {"offset": 0, "byte_size": 8}, _error(400, "Shared memory register request has no 'key' field")),
     ("ms", {"key": f"{P}_small", "offset": 0}, _error(400, "Shared memory register request has no 'byte_size' field")),
-    ("ss", {"key": f"{P}_small", "offset": 0, "byte_size": "8"},
-     _error(400, "attempt to access JSON non-unsigned-integer as unsigned-integer")),
+    (
+        "ss",
+        {"key": f"{P}_small", "offset": 0, "byte_size": "8"},
+        _error(400, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+    ),
     ("ki", {"key": 5, "offset": 0, "byte_size": 8}, _error(400, "attempt to access JSON non-string as string")),
     ("bj", b"{", _error(400, "failed to parse the request JSON buffer: Missing a name for object member. at 1")),
     ("eb", b"", _error(400, "failed to parse the request JSON buffer: The document is empty. at 0")),
@@ -85,7 +105,9 @@ REGISTER_CASES = [
 
 
 @pytest.mark.parametrize(("name", "body", "expected"), REGISTER_CASES, ids=[c[0] for c in REGISTER_CASES])
-def test_http_register_errors(server: ServerProcess, name: str, body: Any, expected: tuple[int, dict[str, str]]) -> None:
+def test_http_register_errors(
+    server: ServerProcess, name: str, body: Any, expected: tuple[int, dict[str, str]]
+) -> None:
     status, _, data = _post(server, f"/v2/systemsharedmemory/region/{name}/register", body)
     assert (status, json.loads(data)) == expected
 
@@ -102,10 +124,17 @@ def test_http_status_and_unregister(server: ServerProcess) -> None:
 
 
 # -- requests naming regions -------------------------------------------------------------------------
-def _infer(server: ServerProcess, inp: dict[str, Any], out: dict[str, Any] | None = None, shape: list[int] | None = None,
-           model: str = "identity_fp32", datatype: str = "FP32") -> tuple[int, Any]:
-    body: dict[str, Any] = {"inputs": [{"name": "INPUT0", "datatype": datatype, "shape": shape or [1, 16],
-                                        "parameters": inp}]}
+def _infer(
+    server: ServerProcess,
+    inp: dict[str, Any],
+    out: dict[str, Any] | None = None,
+    shape: list[int] | None = None,
+    model: str = "identity_fp32",
+    datatype: str = "FP32",
+) -> tuple[int, Any]:
+    body: dict[str, Any] = {
+        "inputs": [{"name": "INPUT0", "datatype": datatype, "shape": shape or [1, 16], "parameters": inp}]
+    }
     if out is not None:
         body["outputs"] = [{"name": "OUTPUT0", "parameters": out}]
     status, _, data = _post(server, f"/v2/models/{model}/infer", body)
@@ -125,24 +154,63 @@ OK_IN = _r("in", 64)
 INFER_CASES = [
     ("unknown region", _r("zz", 64), None, _error(404, "Unable to find shared memory region: 'zz'")),
     ("no byte size", _r("in"), None, _error(400, "Invalid offset + byte size for shared memory region: 'in'")),
-    ("offset+size beyond", _r("in", 64, 8), None, _error(400, "Invalid offset + byte size for shared memory region: 'in'")),
+    (
+        "offset+size beyond",
+        _r("in", 64, 8),
+        None,
+        _error(400, "Invalid offset + byte size for shared memory region: 'in'"),
+    ),
     ("offset beyond", _r("in", 4, 80), None, _error(400, "Invalid offset for shared memory region: 'in'")),
     ("offset at end", _r("in", 0, 64), None, _error(400, "Invalid offset for shared memory region: 'in'")),
-    ("size mismatch", _r("in", 60), None, _error(
-        400, "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
-        "Expected 64, got 60")),
-    ("offset not uint", {**OK_IN, "shared_memory_offset": "0"}, None, _error(
-        400, "Unable to parse 'shared_memory_offset': attempt to access JSON non-unsigned-integer as unsigned-integer")),
-    ("region not string", {"shared_memory_region": 3, "shared_memory_byte_size": 64}, None, _error(
-        400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string")),
+    (
+        "size mismatch",
+        _r("in", 60),
+        None,
+        _error(
+            400,
+            "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
+            "Expected 64, got 60",
+        ),
+    ),
+    (
+        "offset not uint",
+        {**OK_IN, "shared_memory_offset": "0"},
+        None,
+        _error(
+            400,
+            "Unable to parse 'shared_memory_offset': attempt to access JSON non-unsigned-integer as unsigned-integer",
+        ),
+    ),
+    (
+        "region not string",
+        {"shared_memory_region": 3, "shared_memory_byte_size": 64},
+        None,
+        _error(400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"),
+    ),
     ("output region unknown", OK_IN, _r("zz", 64), _error(404, "Unable to find shared memory region: 'zz'")),
-    ("output beyond", OK_IN, _r("out", 64, 8), _error(400, "Invalid offset + byte size for shared memory region: 'out'")),
+    (
+        "output beyond",
+        OK_IN,
+        _r("out", 64, 8),
+        _error(400, "Invalid offset + byte size for shared memory region: 'out'"),
+    ),
     ("output no size", OK_IN, _r("out"), _error(400, "Invalid offset + byte size for shared memory region: 'out'")),
-    ("output too small", OK_IN, _r("out", 32, 32), _error(
-        400, "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should be at least 64 "
-        "bytes to hold the results")),
-    ("output and classification", OK_IN, {**_r("out", 64), "classification": 2}, _error(
-        400, "Output can't set both 'shared_memory_region' and 'classification'")),
+    (
+        "output too small",
+        OK_IN,
+        _r("out", 32, 32),
+        _error(
+            400,
+            "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should be at least 64 "
+            "bytes to hold the results",
+        ),
+    ),
+    (
+        "output and classification",
+        OK_IN,
+        {**_r("out", 64), "classification": 2},
+        _error(400, "Output can't set both 'shared_memory_region' and 'classification'"),
+    ),
 ]
 
 
@@ -154,24 +222,34 @@ def test_http_infer_errors(server: ServerProcess, case: str, inp: Any, out: Any,
 def test_http_bytes_errors(server: ServerProcess) -> None:
     bad = _r("bs", len(BAD_BYTES), len(GOOD_BYTES))
     assert _infer(server, bad, shape=[2], model="identity_bytes", datatype="BYTES") == _error(
-        400, "incomplete string data for inference input 'INPUT0', expecting string of length 50 but only 2 bytes "
-        "available")
+        400,
+        "incomplete string data for inference input 'INPUT0', expecting string of length 50 but only 2 bytes available",
+    )
     assert _infer(server, _r("bs", len(GOOD_BYTES)), shape=[3], model="identity_bytes", datatype="BYTES") == _error(
-        400, "[request id: <id_unknown>] expected 3 string elements for inference input 'INPUT0' for model "
-        "'identity_bytes', got 2")
-    assert _infer(server, _r("bs", len(GOOD_BYTES)), _r("small", 4), shape=[2], model="identity_bytes",
-                  datatype="BYTES") == _error(
-        400, "shared memory size specified with the request for output 'OUTPUT0' (4 bytes) should be at least 13 "
-        "bytes to hold the results")
+        400,
+        "[request id: <id_unknown>] expected 3 string elements for inference input 'INPUT0' for model "
+        "'identity_bytes', got 2",
+    )
+    assert _infer(
+        server, _r("bs", len(GOOD_BYTES)), _r("small", 4), shape=[2], model="identity_bytes", datatype="BYTES"
+    ) == _error(
+        400,
+        "shared memory size specified with the request for output 'OUTPUT0' (4 bytes) should be at least 13 "
+        "bytes to hold the results",
+    )
     status, body = _infer(server, _r("bs", len(GOOD_BYTES)), shape=[2], model="identity_bytes", datatype="BYTES")
     assert (status, body["outputs"][0]["data"]) == (200, ["abc", "de"])  # and the server still serves
 
 
 def test_http_response_of_outputs_in_shared_memory(server: ServerProcess) -> None:
-    assert _infer(server, OK_IN, _r("out", 64)) == (200, {
-        "model_name": "identity_fp32", "model_version": "1",
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 16]}],
-    })
+    assert _infer(server, OK_IN, _r("out", 64)) == (
+        200,
+        {
+            "model_name": "identity_fp32",
+            "model_version": "1",
+            "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 16]}],
+        },
+    )
 
 
 # -- gRPC ------------------------------------------------------------------------------------------------
@@ -181,8 +259,16 @@ def _grpc_error(call: Any) -> tuple[str, str]:
     return info.value.status(), info.value.message()
 
 
-def _ginfer(client: Any, region: str, size: int, offset: int = 0, out: tuple[str, int, int] | None = None,
-            shape: tuple[int, ...] = (1, 16), model: str = "identity_fp32", datatype: str = "FP32") -> Any:
+def _ginfer(
+    client: Any,
+    region: str,
+    size: int,
+    offset: int = 0,
+    out: tuple[str, int, int] | None = None,
+    shape: tuple[int, ...] = (1, 16),
+    model: str = "identity_fp32",
+    datatype: str = "FP32",
+) -> Any:
     inp = grpcclient.InferInput("INPUT0", list(shape), datatype)
     inp.set_shared_memory(region, size, offset)
     outputs = None
@@ -196,34 +282,55 @@ def _ginfer(client: Any, region: str, size: int, offset: int = 0, out: tuple[str
 def test_grpc_errors(server: ServerProcess) -> None:
     c = grpcclient.InferenceServerClient(server.grpc_url)
     assert _grpc_error(lambda: c.get_system_shared_memory_status("zz")) == (
-        "StatusCode.NOT_FOUND", "Unable to find system shared memory region: 'zz'")
+        "StatusCode.NOT_FOUND",
+        "Unable to find system shared memory region: 'zz'",
+    )
     assert _grpc_error(lambda: c.register_system_shared_memory("in", f"{P}_in", 64)) == (
-        "StatusCode.ALREADY_EXISTS", "shared memory region 'in' already in manager")
+        "StatusCode.ALREADY_EXISTS",
+        "shared memory region 'in' already in manager",
+    )
     assert _grpc_error(lambda: c.register_system_shared_memory("nk", f"{P}_nokey", 64)) == (
-        "StatusCode.INVALID_ARGUMENT", f"Unable to open shared memory region: '{P}_nokey'")  # Triton: INTERNAL
+        "StatusCode.INVALID_ARGUMENT",
+        f"Unable to open shared memory region: '{P}_nokey'",
+    )  # Triton: INTERNAL
     # Triton 2.51 answers INTERNAL "Invalid shared memory region" here because its key is already
     # registered under another name (it refuses a second region on one key); tritium allows that
     assert _grpc_error(lambda: c.register_system_shared_memory("big", f"{P}_small", 64)) == (
-        "StatusCode.INVALID_ARGUMENT", "failed to register shared memory region 'big': invalid args")
+        "StatusCode.INVALID_ARGUMENT",
+        "failed to register shared memory region 'big': invalid args",
+    )
     assert _grpc_error(lambda: _ginfer(c, "zz", 64)) == (
-        "StatusCode.NOT_FOUND", "Unable to find shared memory region: 'zz'")
+        "StatusCode.NOT_FOUND",
+        "Unable to find shared memory region: 'zz'",
+    )
     assert _grpc_error(lambda: _ginfer(c, "in", 64, 8)) == (
-        "StatusCode.INVALID_ARGUMENT", "Invalid offset + byte size for shared memory region: 'in'")
+        "StatusCode.INVALID_ARGUMENT",
+        "Invalid offset + byte size for shared memory region: 'in'",
+    )
     assert _grpc_error(lambda: _ginfer(c, "in", 4, 80)) == (
-        "StatusCode.INVALID_ARGUMENT", "Invalid offset for shared memory region: 'in'")
+        "StatusCode.INVALID_ARGUMENT",
+        "Invalid offset for shared memory region: 'in'",
+    )
     assert _grpc_error(lambda: _ginfer(c, "in", 60)) == (
         "StatusCode.INVALID_ARGUMENT",
         "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'identity_fp32'. "
-        "Expected 64, got 60")
+        "Expected 64, got 60",
+    )
     assert _grpc_error(lambda: _ginfer(c, "in", 64, out=("out", 32, 32))) == (
-        "StatusCode.INVALID_ARGUMENT", "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) "
-        "should be at least 64 bytes to hold the results")
-    assert _grpc_error(lambda: _ginfer(c, "in", 64, out=("out", 64, 8))) == (
-        "StatusCode.INVALID_ARGUMENT", "Invalid offset + byte size for shared memory region: 'out'")
-    assert _grpc_error(lambda: _ginfer(c, "bs", len(BAD_BYTES), len(GOOD_BYTES), shape=(2,), model="identity_bytes",
-                                       datatype="BYTES")) == (
         "StatusCode.INVALID_ARGUMENT",
-        "incomplete string data for inference input 'INPUT0', expecting string of length 50 but only 2 bytes available")
+        "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) "
+        "should be at least 64 bytes to hold the results",
+    )
+    assert _grpc_error(lambda: _ginfer(c, "in", 64, out=("out", 64, 8))) == (
+        "StatusCode.INVALID_ARGUMENT",
+        "Invalid offset + byte size for shared memory region: 'out'",
+    )
+    assert _grpc_error(
+        lambda: _ginfer(c, "bs", len(BAD_BYTES), len(GOOD_BYTES), shape=(2,), model="identity_bytes", datatype="BYTES")
+    ) == (
+        "StatusCode.INVALID_ARGUMENT",
+        "incomplete string data for inference input 'INPUT0', expecting string of length 50 but only 2 bytes available",
+    )
     c.unregister_system_shared_memory("zz")  # unknown: fine
     response = _ginfer(c, "in", 64, out=("out", 64, 0)).get_response(as_json=True)
     assert response["raw_output_contents"] == [""]  # as Triton: an empty entry for an output in a region
@@ -254,8 +361,13 @@ def test_cuda_shared_memory_without_a_gpu(server: ServerProcess) -> None:
     c = grpcclient.InferenceServerClient(server.grpc_url)
     assert c.get_cuda_shared_memory_status(as_json=True) == {}
     assert _grpc_error(lambda: c.register_cuda_shared_memory("c", b"\0" * 64, 0, 64)) == (
-        "StatusCode.INVALID_ARGUMENT", message)
-    assert _grpc_error(lambda: _ginfer(c, "c", 64)) == ("StatusCode.NOT_FOUND", "Unable to find shared memory region: 'c'")
+        "StatusCode.INVALID_ARGUMENT",
+        message,
+    )
+    assert _grpc_error(lambda: _ginfer(c, "c", 64)) == (
+        "StatusCode.NOT_FOUND",
+        "Unable to find shared memory region: 'c'",
+    )
     c.unregister_cuda_shared_memory()
     c.close()
 

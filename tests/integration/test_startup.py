@@ -35,7 +35,7 @@ def table_rows(log: str, header: str) -> list[tuple[str, ...]]:
     lines = log.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} "))
     rows: list[list[str]] = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if line.startswith("+"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -73,8 +73,9 @@ def test_taken_port_fails_before_loading(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def explicit(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("startup")
-    server = ServerProcess([build(root / "models")], ["--model-control-mode=explicit", "--load-model=m"],
-                           log_path=root / "server.log")
+    server = ServerProcess(
+        [build(root / "models")], ["--model-control-mode=explicit", "--load-model=m"], log_path=root / "server.log"
+    )
     server.start()
     yield server
     server.stop()
@@ -88,8 +89,10 @@ def test_model_table_matches_the_index(explicit: ServerProcess) -> None:
         ("m", "1", "READY"),
         ("noversions", "-", "UNAVAILABLE: not loaded"),
     ]
-    assert [(e["name"], e.get("version", "-"), e["state"] + (f": {e['reason']}" if "reason" in e else ""))
-            for e in index(explicit)] == rows
+    assert [
+        (e["name"], e.get("version", "-"), e["state"] + (f": {e['reason']}" if "reason" in e else ""))
+        for e in index(explicit)
+    ] == rows
 
 
 def test_options_table(explicit: ServerProcess) -> None:
@@ -99,7 +102,8 @@ def test_options_table(explicit: ServerProcess) -> None:
     assert options["startup_models_0"] == "m"
     assert options["model_repository_path[0]"] == explicit.repositories[0]
     assert options["endpoints"].split("\n") == [
-        f"http 127.0.0.1:{explicit.http_port}", f"grpc 127.0.0.1:{explicit.grpc_port}",
+        f"http 127.0.0.1:{explicit.http_port}",
+        f"grpc 127.0.0.1:{explicit.grpc_port}",
         f"metrics 127.0.0.1:{explicit.metrics_port}",
     ]
 
@@ -112,13 +116,16 @@ def test_index_states_of_the_odd_cases(explicit: ServerProcess) -> None:
     entries = {e["name"]: e for e in index(explicit)}
     assert entries["ens"] == {"name": "ens", "state": "UNAVAILABLE", "reason": "not loaded"}
     assert entries["noversions"] == {
-        "name": "noversions", "state": "UNAVAILABLE",
+        "name": "noversions",
+        "state": "UNAVAILABLE",
         "reason": "at least one version must be available under the version policy of model 'noversions'",
     }
     assert entries["broken"]["state"] == "UNAVAILABLE" and entries["broken"]["version"] == "1"
     assert "no_such_backend" in entries["broken"]["reason"]
     code, response = grpc_call(explicit, "RepositoryIndex", pb.RepositoryIndexRequest())
-    assert pb.RepositoryIndexResponse.ModelIndex(name="ens", state="UNAVAILABLE", reason="not loaded") in response.models
+    assert (
+        pb.RepositoryIndexResponse.ModelIndex(name="ens", state="UNAVAILABLE", reason="not loaded") in response.models
+    )
     # loaded, then unloaded: Triton's "unloaded"
     assert http_call(explicit, "POST", "/v2/repository/models/ens/load")[0] == 200
     assert http_call(explicit, "POST", "/v2/repository/models/ens/unload")[0] == 200

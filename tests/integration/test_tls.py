@@ -13,8 +13,8 @@ import datetime
 import ipaddress
 import ssl
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -38,7 +38,7 @@ def _certificate(subject: str, key, issuer_name=None, issuer_key=None, ca=False,
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -63,9 +63,11 @@ def _pem(path: Path, key=None, cert=None) -> Path:  # type: ignore[no-untyped-de
     from cryptography.hazmat.primitives import serialization
 
     if key is not None:
-        path.write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ))
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
     else:
         path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return path
@@ -109,7 +111,9 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Path]) -
     _build(root / "models")
     server = ServerProcess([root / "models"], args).start(wait_ready=False)
     try:
-        deadline_ready(grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(pki["ca"])), server)
+        deadline_ready(
+            grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(pki["ca"])), server
+        )
         yield server
     finally:
         server.stop()
@@ -153,7 +157,7 @@ def test_https_with_client_certificates(tls_server: ServerProcess, pki: dict[str
     stranger = httpclient.InferenceServerClient(
         tls_server.http_url, ssl=True, ssl_context_factory=_client_context(pki, False), connection_timeout=10
     )
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (the TLS library decides which error a refused handshake is)
         stranger.is_server_live()
     assert client.is_server_live()  # the refused handshake left the endpoint serving
 
@@ -173,8 +177,11 @@ def mutual_grpc_server(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, 
     server = ServerProcess([root / "models"], args).start(wait_ready=False)
     try:
         client = grpcclient.InferenceServerClient(
-            server.grpc_url, ssl=True, root_certificates=str(pki["ca"]),
-            private_key=str(pki["client_key"]), certificate_chain=str(pki["client_cert"]),
+            server.grpc_url,
+            ssl=True,
+            root_certificates=str(pki["ca"]),
+            private_key=str(pki["client_key"]),
+            certificate_chain=str(pki["client_cert"]),
         )
         deadline_ready(client, server)
         yield server
@@ -200,11 +207,16 @@ def deadline_ready(client: grpcclient.InferenceServerClient, server: ServerProce
 
 def test_grpc_mutual_tls(mutual_grpc_server: ServerProcess, pki: dict[str, Path]) -> None:
     client = grpcclient.InferenceServerClient(
-        mutual_grpc_server.grpc_url, ssl=True, root_certificates=str(pki["ca"]),
-        private_key=str(pki["client_key"]), certificate_chain=str(pki["client_cert"]),
+        mutual_grpc_server.grpc_url,
+        ssl=True,
+        root_certificates=str(pki["ca"]),
+        private_key=str(pki["client_key"]),
+        certificate_chain=str(pki["client_cert"]),
     )
     assert client.infer("identity", _inputs(grpcclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
-    anonymous = grpcclient.InferenceServerClient(mutual_grpc_server.grpc_url, ssl=True, root_certificates=str(pki["ca"]))
+    anonymous = grpcclient.InferenceServerClient(
+        mutual_grpc_server.grpc_url, ssl=True, root_certificates=str(pki["ca"])
+    )
     with pytest.raises(InferenceServerException):
         anonymous.is_server_live(client_timeout=10)
 
@@ -215,12 +227,16 @@ def test_tls_flags_need_their_files(tmp_path: Path) -> None:
 
     for flags, message in (
         (["--grpc-use-ssl=true"], "--grpc-use-ssl needs --grpc-server-cert"),
-        (["--http-use-ssl=true", "--http-server-cert=/nonexistent.pem", "--http-server-key=/x.key"],
-         "--http-server-cert: no such file: /nonexistent.pem"),
+        (
+            ["--http-use-ssl=true", "--http-server-cert=/nonexistent.pem", "--http-server-key=/x.key"],
+            "--http-server-cert: no such file: /nonexistent.pem",
+        ),
     ):
         out = subprocess.run(
             [sys.executable, "-m", "tritium", f"--model-repository={tmp_path}", *flags],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert out.returncode == 2 and message in out.stderr, out.stderr
 
@@ -231,7 +247,13 @@ def test_garbage_to_grpc_methods_over_tls_is_invalid_argument(tls_server: Server
 
     credentials = grpc.ssl_channel_credentials(root_certificates=pki["ca"].read_bytes())
     with grpc.secure_channel(tls_server.grpc_url, credentials) as channel:
-        for method in ("ServerMetadata", "ModelMetadata", "RepositoryIndex", "SystemSharedMemoryRegister", "ModelInfer"):
+        for method in (
+            "ServerMetadata",
+            "ModelMetadata",
+            "RepositoryIndex",
+            "SystemSharedMemoryRegister",
+            "ModelInfer",
+        ):
             call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
             with pytest.raises(grpc.RpcError) as info:
                 call(b"\xff\xff\xff garbage", timeout=30)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,8 +25,15 @@ from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.timeout(300)
 
-ORDER = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
-         "COMPUTE_END", "REQUEST_END"]
+ORDER = [
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "REQUEST_END",
+]
 
 
 def _repo(root: Path) -> Path:
@@ -39,14 +47,20 @@ def _repo(root: Path) -> Path:
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
     root = tmp_path_factory.mktemp("trace")
     trace_file = root / "trace.json"
-    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS",
-            "--trace-config=rate=1", "--trace-config=log_frequency=1"]
+    args = [
+        f"--trace-config=triton,file={trace_file}",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        "--trace-config=log_frequency=1",
+    ]
     with ServerProcess([_repo(root)], args, log_path=root / "server.log") as proc:
         yield proc, trace_file
 
 
 def _post(server: ServerProcess, path: str, body: Any) -> tuple[int, Any]:
-    status, _, data = http_call(server, "POST", path, json.dumps(body).encode() if not isinstance(body, bytes) else body)
+    status, _, data = http_call(
+        server, "POST", path, json.dumps(body).encode() if not isinstance(body, bytes) else body
+    )
     return status, json.loads(data)
 
 
@@ -55,7 +69,9 @@ def _get(server: ServerProcess, path: str) -> tuple[int, Any]:
     return status, json.loads(data)
 
 
-def _infer_http(server: ServerProcess, model: str = "ident", request_id: str = "", headers: dict[str, str] | None = None) -> None:
+def _infer_http(
+    server: ServerProcess, model: str = "ident", request_id: str = "", headers: dict[str, str] | None = None
+) -> None:
     body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
     if request_id:
         body["id"] = request_id
@@ -89,17 +105,31 @@ def _traces(path: Path) -> dict[int, dict[str, Any]]:
 
 def _reset(server: ServerProcess) -> None:
     for model in ("ident", "other"):
-        _post(server, f"/v2/models/{model}/trace/setting",
-              {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None})
-    _post(server, "/v2/trace/setting", {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None})
+        _post(
+            server,
+            f"/v2/models/{model}/trace/setting",
+            {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None},
+        )
+    _post(
+        server,
+        "/v2/trace/setting",
+        {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None},
+    )
 
 
 def test_global_settings_as_triton(traced: tuple[ServerProcess, Path]) -> None:
     server, trace_file = traced
-    assert _get(server, "/v2/trace/setting") == (200, {
-        "trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "-1", "log_frequency": "1",
-        "trace_file": str(trace_file), "trace_mode": "triton",
-    })
+    assert _get(server, "/v2/trace/setting") == (
+        200,
+        {
+            "trace_level": ["TIMESTAMPS"],
+            "trace_rate": "1",
+            "trace_count": "-1",
+            "log_frequency": "1",
+            "trace_file": str(trace_file),
+            "trace_mode": "triton",
+        },
+    )
 
 
 def test_http_trace_file_timestamps_in_order(traced: tuple[ServerProcess, Path]) -> None:
@@ -113,8 +143,14 @@ def test_http_trace_file_timestamps_in_order(traced: tuple[ServerProcess, Path])
     assert trace["info"]["model_version"] == 1
     assert trace["info"]["request_id"] == "req-7"
     stamps = trace["stamps"]
-    assert set(stamps) == {"HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END",
-                           "INFER_RESPONSE_COMPLETE", *ORDER}
+    assert set(stamps) == {
+        "HTTP_RECV_START",
+        "HTTP_RECV_END",
+        "HTTP_SEND_START",
+        "HTTP_SEND_END",
+        "INFER_RESPONSE_COMPLETE",
+        *ORDER,
+    }
     values = [stamps[name] for name in ["HTTP_RECV_START", "HTTP_RECV_END", *ORDER, "HTTP_SEND_START", "HTTP_SEND_END"]]
     assert values == sorted(values)
     assert stamps["COMPUTE_END"] <= stamps["INFER_RESPONSE_COMPLETE"] <= stamps["REQUEST_END"]
@@ -163,20 +199,26 @@ def test_grpc_trace_and_settings(traced: tuple[ServerProcess, Path]) -> None:
         _reset(server)
 
 
-@pytest.mark.parametrize("body, status, message", [
-    ({"trace_rate": "0"}, 400, "Attempting to set invalid trace setting :sample rate must be non-zero"),
-    ({"trace_rate": "abc"}, 400, "Unable to parse 'trace_rate', got: abc"),
-    ({"trace_count": "-5"}, 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-5"),
-    ({"trace_count": "x"}, 400, "Unable to parse 'trace_count', got: x"),
-    ({"log_frequency": "-1"}, 400, "Unable to parse 'log_frequency', got: -1"),
-    ({"trace_level": ["BAD"]}, 400,
-     "Attempting to set invalid trace setting :unknown trace level 'BAD' (expected OFF, TIMESTAMPS, TENSORS)"),
-    ({"trace_level": "TIMESTAMPS"}, 400, "expected an array of strings for 'trace_level'"),
-    ({"trace_rate": 5}, 400, "expected a string for 'trace_rate', got: 5"),
-    ({"trace_file": "/tmp/elsewhere.json"}, 501, "trace file location can not be updated through network protocol"),
-    ({"trace_mode": "opentelemetry"}, 501, "trace mode can not be updated through network protocol"),
-    (b"not json", 400, None),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"trace_rate": "0"}, 400, "Attempting to set invalid trace setting :sample rate must be non-zero"),
+        ({"trace_rate": "abc"}, 400, "Unable to parse 'trace_rate', got: abc"),
+        ({"trace_count": "-5"}, 400, "Unable to parse 'trace_count'. Expecting value >= -1, got:-5"),
+        ({"trace_count": "x"}, 400, "Unable to parse 'trace_count', got: x"),
+        ({"log_frequency": "-1"}, 400, "Unable to parse 'log_frequency', got: -1"),
+        (
+            {"trace_level": ["BAD"]},
+            400,
+            "Attempting to set invalid trace setting :unknown trace level 'BAD' (expected OFF, TIMESTAMPS, TENSORS)",
+        ),
+        ({"trace_level": "TIMESTAMPS"}, 400, "expected an array of strings for 'trace_level'"),
+        ({"trace_rate": 5}, 400, "expected a string for 'trace_rate', got: 5"),
+        ({"trace_file": "/tmp/elsewhere.json"}, 501, "trace file location can not be updated through network protocol"),
+        ({"trace_mode": "opentelemetry"}, 501, "trace mode can not be updated through network protocol"),
+        (b"not json", 400, None),
+    ],
+)
 def test_bad_settings(traced: tuple[ServerProcess, Path], body: Any, status: int, message: str | None) -> None:
     server, _ = traced
     before = _get(server, "/v2/trace/setting")
@@ -191,7 +233,9 @@ def test_bad_settings(traced: tuple[ServerProcess, Path], body: Any, status: int
 def test_model_override_and_clear(traced: tuple[ServerProcess, Path]) -> None:
     server, _ = traced
     try:
-        status, answer = _post(server, "/v2/models/ident/trace/setting", {"trace_rate": "3", "trace_level": ["TIMESTAMPS", "TENSORS"]})
+        status, answer = _post(
+            server, "/v2/models/ident/trace/setting", {"trace_rate": "3", "trace_level": ["TIMESTAMPS", "TENSORS"]}
+        )
         assert status == 200
         assert answer["trace_rate"] == "3" and answer["trace_level"] == ["TIMESTAMPS", "TENSORS"]
         assert _get(server, "/v2/models/ident/versions/1/trace/setting")[1] == answer
@@ -205,7 +249,9 @@ def test_model_override_and_clear(traced: tuple[ServerProcess, Path]) -> None:
         assert answer == _get(server, "/v2/trace/setting")[1]
         # as Triton 2.51 (probed): 400 with its words, for reading and for updating
         assert _post(server, "/v2/models/nosuch/trace/setting", {"trace_rate": "2"}) == (
-            400, {"error": "Request for unknown model : nosuch"})
+            400,
+            {"error": "Request for unknown model : nosuch"},
+        )
         assert _get(server, "/v2/models/nosuch/trace/setting") == (400, {"error": "Request for unknown model : nosuch"})
     finally:
         _reset(server)
@@ -215,7 +261,11 @@ def test_trace_count_rate_and_tensors(traced: tuple[ServerProcess, Path]) -> Non
     server, trace_file = traced
     try:
         _post(server, "/v2/trace/setting", {"trace_level": ["OFF"]})
-        _post(server, "/v2/models/other/trace/setting", {"trace_level": ["TENSORS"], "trace_count": "2", "trace_rate": "2"})
+        _post(
+            server,
+            "/v2/models/other/trace/setting",
+            {"trace_level": ["TENSORS"], "trace_count": "2", "trace_rate": "2"},
+        )
         before = set(trace_file.parent.glob(trace_file.name + ".*"))
         for _ in range(6):  # rate 2: requests 1, 3 and 5 are sampled; count 2: only 1 and 3 traced
             _infer_http(server, "other")
@@ -227,8 +277,18 @@ def test_trace_count_rate_and_tensors(traced: tuple[ServerProcess, Path]) -> Non
             (trace,) = _traces(path).values()
             assert trace["info"]["model_name"] == "other"
             tensors = {t["activity"]: t["tensor"] for t in trace["tensors"]}
-            assert tensors["TENSOR_QUEUE_INPUT"] == {"name": "INPUT0", "data": "1.0,2.0,3.0,4.0", "shape": "4", "dtype": "FP32"}
-            assert tensors["TENSOR_BACKEND_OUTPUT"] == {"name": "OUTPUT0", "data": "1.0,2.0,3.0,4.0", "shape": "4", "dtype": "FP32"}
+            assert tensors["TENSOR_QUEUE_INPUT"] == {
+                "name": "INPUT0",
+                "data": "1.0,2.0,3.0,4.0",
+                "shape": "4",
+                "dtype": "FP32",
+            }
+            assert tensors["TENSOR_BACKEND_OUTPUT"] == {
+                "name": "OUTPUT0",
+                "data": "1.0,2.0,3.0,4.0",
+                "shape": "4",
+                "dtype": "FP32",
+            }
             assert not trace["stamps"]  # TENSORS only: no timestamps
         assert set(trace_file.parent.glob(trace_file.name + ".*")) - before == set(paths)
     finally:
@@ -236,19 +296,28 @@ def test_trace_count_rate_and_tensors(traced: tuple[ServerProcess, Path]) -> Non
 
 
 def test_tracing_off_by_default(tmp_path: Path) -> None:
-    with ServerProcess([_repo(tmp_path)], ["--allow-grpc=false", "--allow-metrics=false"], log_path=tmp_path / "s.log") as proc:
+    with ServerProcess(
+        [_repo(tmp_path)], ["--allow-grpc=false", "--allow-metrics=false"], log_path=tmp_path / "s.log"
+    ) as proc:
         assert _get(proc, "/v2/trace/setting")[1] == {
-            "trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1", "log_frequency": "0",
-            "trace_file": "", "trace_mode": "triton",
+            "trace_level": ["OFF"],
+            "trace_rate": "1000",
+            "trace_count": "-1",
+            "log_frequency": "0",
+            "trace_file": "",
+            "trace_mode": "triton",
         }
         _infer_http(proc)
         for path in ("/v2/trace/setting", "/v2/models/ident/trace/setting"):  # Triton: no file, no tracing
             assert _post(proc, path, {"trace_level": ["TIMESTAMPS"]}) == (
-                400, {"error": "Attempting to set invalid trace setting :trace file name is not given"})
+                400,
+                {"error": "Attempting to set invalid trace setting :trace file name is not given"},
+            )
         assert _post(proc, "/v2/trace/setting", {"trace_rate": "5"})[1]["trace_rate"] == "5"
 
 
 # -- OpenTelemetry -----------------------------------------------------------------------------
+
 
 class _Receiver(ThreadingHTTPServer):
     """An OTLP/HTTP receiver: decodes every ExportTraceServiceRequest it gets."""
@@ -294,9 +363,16 @@ def test_opentelemetry_spans_with_client_traceparent(tmp_path: Path) -> None:
     thread = threading.Thread(target=receiver.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{receiver.server_address[1]}/v1/traces"
-    args = ["--trace-config=mode=opentelemetry", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
-            f"--trace-config=opentelemetry,url={url}", "--trace-config=opentelemetry,resource=test.run=otlp",
-            "--trace-config=opentelemetry,bsp_schedule_delay=50", "--allow-grpc=false", "--allow-metrics=false"]
+    args = [
+        "--trace-config=mode=opentelemetry",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        f"--trace-config=opentelemetry,url={url}",
+        "--trace-config=opentelemetry,resource=test.run=otlp",
+        "--trace-config=opentelemetry,bsp_schedule_delay=50",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+    ]
     trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     try:
         with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
@@ -312,8 +388,18 @@ def test_opentelemetry_spans_with_client_traceparent(tmp_path: Path) -> None:
         assert root.parent_span_id.hex() == parent_id
         assert model.parent_span_id == root.span_id and compute.parent_span_id == model.span_id
         assert [e.name for e in root.events] == ["HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"]
-        assert [e.name for e in model.events] == ["REQUEST_START", "QUEUE_START", "INFER_RESPONSE_COMPLETE", "REQUEST_END"]
-        assert [e.name for e in compute.events] == ["COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"]
+        assert [e.name for e in model.events] == [
+            "REQUEST_START",
+            "QUEUE_START",
+            "INFER_RESPONSE_COMPLETE",
+            "REQUEST_END",
+        ]
+        assert [e.name for e in compute.events] == [
+            "COMPUTE_START",
+            "COMPUTE_INPUT_END",
+            "COMPUTE_OUTPUT_START",
+            "COMPUTE_END",
+        ]
         assert root.start_time_unix_nano <= model.start_time_unix_nano <= compute.start_time_unix_nano
         assert compute.end_time_unix_nano <= model.end_time_unix_nano <= root.end_time_unix_nano
         attrs = {kv.key: kv.value for kv in model.attributes}
@@ -326,9 +412,11 @@ def test_opentelemetry_spans_with_client_traceparent(tmp_path: Path) -> None:
 
 
 def test_bad_trace_config_flags(tmp_path: Path) -> None:
-    for flag, message in [("--trace-config=level=LOUD", "unknown trace level 'LOUD'"),
-                          ("--trace-config=rate=0", "sample rate must be non-zero"),
-                          ("--trace-config=nonsense", "--trace-config option format")]:
+    for flag, message in [
+        ("--trace-config=level=LOUD", "unknown trace level 'LOUD'"),
+        ("--trace-config=rate=0", "sample rate must be non-zero"),
+        ("--trace-config=nonsense", "--trace-config option format"),
+    ]:
         proc = ServerProcess([tmp_path], [flag], log_path=tmp_path / "bad.log")
         proc.start(wait_ready=False)
         try:
@@ -340,8 +428,13 @@ def test_bad_trace_config_flags(tmp_path: Path) -> None:
 
 def test_log_frequency_zero_writes_the_trace_file_at_shutdown(tmp_path: Path) -> None:
     trace_file = tmp_path / "trace.json"
-    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
-            "--allow-grpc=false", "--allow-metrics=false"]
+    args = [
+        f"--trace-config=triton,file={trace_file}",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+    ]
     with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
         assert not trace_file.exists()  # as Triton 2.51: written at shutdown, not made at start
         _infer_http(proc, request_id="a")
@@ -355,8 +448,14 @@ def test_log_frequency_zero_writes_the_trace_file_at_shutdown(tmp_path: Path) ->
 def test_log_frequency_writes_only_numbered_files(tmp_path: Path) -> None:
     trace_file = tmp_path / "trace.json"
     # Triton's own spelling of the setting (its docs: ``triton,log-frequency=<n>``)
-    args = [f"--trace-config=triton,file={trace_file}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
-            "--trace-config=triton,log-frequency=2", "--allow-grpc=false", "--allow-metrics=false"]
+    args = [
+        f"--trace-config=triton,file={trace_file}",
+        "--trace-config=level=TIMESTAMPS",
+        "--trace-config=rate=1",
+        "--trace-config=triton,log-frequency=2",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+    ]
     with ServerProcess([_repo(tmp_path)], args, log_path=tmp_path / "s.log") as proc:
         assert _get(proc, "/v2/trace/setting")[1]["log_frequency"] == "2"
         for request_id in ("a", "b", "c"):

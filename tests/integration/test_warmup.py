@@ -18,7 +18,7 @@ import numpy as np
 from tests.support.clients import http_call
 from tests.support.repo import add_model
 
-COUNTING_PY = '''
+COUNTING_PY = """
 import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -39,7 +39,7 @@ class TritonPythonModel:
                 pb_utils.Tensor("CALLS", np.array([[len(self.calls)]], dtype=np.int32)),
             ]))
         return out
-'''
+"""
 
 CONFIG = """
 backend: "python"
@@ -53,13 +53,13 @@ model_warmup [
 ]
 """
 
-FAILING_PY = '''
+FAILING_PY = """
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
         raise pb_utils.TritonModelException("warmup refused")
-'''
+"""
 
 FAILING_CONFIG = """
 backend: "python"
@@ -71,8 +71,12 @@ model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value: { data_ty
 
 
 def build(repo: Path) -> None:
-    for name, data_file in (("warm_ok", "in0"), ("warm_nofile", "missing"), ("warm_escape", "../config.pbtxt"),
-                            ("warm_slow", "seven")):
+    for name, data_file in (
+        ("warm_ok", "in0"),
+        ("warm_nofile", "missing"),
+        ("warm_escape", "../config.pbtxt"),
+        ("warm_slow", "seven"),
+    ):
         add_model(repo, name, CONFIG % data_file, files={"1/model.py": COUNTING_PY})
         (repo / name / "warmup").mkdir()
         np.arange(4, dtype=np.float32).tofile(repo / name / "warmup" / "in0")
@@ -112,11 +116,14 @@ def test_failing_warmup_fails_the_load(tmp_path: Path, start_server: Any) -> Non
     )
     assert "warmup refused" in body["error"] and body["error"].endswith("; ;\n")
     status, body = post(server, "/v2/repository/models/warm_nofile/load")
-    assert (status, body) == (400, {  # clients see the model's folder by role, not where it is (security.md)
-        "error": "load failed for model 'warm_nofile': version 1 is at UNAVAILABLE state: "
-        "Internal: failed to open text file for read <model-repository>/warm_nofile/warmup/missing: "
-        "No such file or directory;\n"
-    })
+    assert (status, body) == (
+        400,
+        {  # clients see the model's folder by role, not where it is (security.md)
+            "error": "load failed for model 'warm_nofile': version 1 is at UNAVAILABLE state: "
+            "Internal: failed to open text file for read <model-repository>/warm_nofile/warmup/missing: "
+            "No such file or directory;\n"
+        },
+    )
     assert str(repo / "warm_nofile" / "warmup" / "missing") in server.log()
     status, body = post(server, "/v2/repository/models/warm_escape/load")
     assert status == 400 and "invalid input_data_file '../config.pbtxt'" in body["error"]

@@ -14,8 +14,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import tritonclient.http as httpclient

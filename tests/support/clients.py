@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import http.client
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from tests.support.server import ServerProcess
 

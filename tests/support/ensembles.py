@@ -142,6 +142,8 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
     )
     # an ensemble as a step of another: OUT = ens_ok(IN) + 1 = IN + 3
     add_ensemble(
-        root, "ens_nested", [step("ens_ok", {"IN": "IN"}, {"OUT": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})]
+        root,
+        "ens_nested",
+        [step("ens_ok", {"IN": "IN"}, {"OUT": "mid"}), step(one, {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})],
     )
     return root

@@ -91,7 +91,7 @@ class FakeCudaRuntime:
 
     # -- test helpers ---------------------------------------------------------------
     def allocate(self, nbytes: int) -> tuple[bytes, Any]:
-        """"Device memory" of ``nbytes`` bytes: its raw 64-byte IPC handle and the ctypes buffer."""
+        """ "Device memory" of ``nbytes`` bytes: its raw 64-byte IPC handle and the ctypes buffer."""
         handle = os.urandom(64)
         buffer = (ctypes.c_char * nbytes)()
         with self._lock:
@@ -211,7 +211,12 @@ def fake_cudashm_module(runtime: FakeCudaRuntime) -> types.ModuleType:
     def destroy_shared_memory_region(region: Region) -> None:
         pass
 
-    for function in (create_shared_memory_region, get_raw_handle, set_shared_memory_region,
-                     get_contents_as_numpy, destroy_shared_memory_region):
+    for function in (
+        create_shared_memory_region,
+        get_raw_handle,
+        set_shared_memory_region,
+        get_contents_as_numpy,
+        destroy_shared_memory_region,
+    ):
         setattr(module, function.__name__, function)
     return module

@@ -54,7 +54,7 @@ class Logger:
 
 
 class _Context:
-    def __init__(self, engine: "_Engine") -> None:
+    def __init__(self, engine: _Engine) -> None:
         self.engine = engine
         self.profile = 0
         self.shapes: dict[str, tuple[int, ...]] = {}
@@ -162,6 +162,11 @@ def fake_tensorrt_module() -> types.ModuleType:
     module.Runtime = Runtime
     module.TensorIOMode = TensorIOMode
     module.DataType = DataType
-    module.nptype = lambda dtype: {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT8: np.int8,
-                                   DataType.INT32: np.int32, DataType.BOOL: np.bool_}[dtype]
+    module.nptype = lambda dtype: {
+        DataType.FLOAT: np.float32,
+        DataType.HALF: np.float16,
+        DataType.INT8: np.int8,
+        DataType.INT32: np.int32,
+        DataType.BOOL: np.bool_,
+    }[dtype]
     return module

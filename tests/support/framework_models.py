@@ -139,7 +139,10 @@ def stateful_onnx(path: Path) -> None:
         "stateful",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("INPUT", "STATE_IN")],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("OUTPUT", "STATE_OUT")],
-        [helper.make_tensor("half", TensorProto.FLOAT, [], [STATE_DECAY]), helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])],
+        [
+            helper.make_tensor("half", TensorProto.FLOAT, [], [STATE_DECAY]),
+            helper.make_tensor("two", TensorProto.FLOAT, [], [2.0]),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -156,7 +159,10 @@ def add_sub_onnx(path: Path, batch: int | str = "batch") -> None:
 
     shape = [batch, 4]
     graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]), helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ],
         "add_sub",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("INPUT0", "INPUT1")],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("OUTPUT0", "OUTPUT1")],

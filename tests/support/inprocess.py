@@ -7,9 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tritium.core import InferenceServer, ServerOptions
-
 from tests.support.server import free_port
+from tritium.core import InferenceServer, ServerOptions
 
 __all__ = ["InProcessServer"]
 

@@ -41,8 +41,18 @@ def build_backend(source: Path, target: Path, include: Path = INCLUDE_DIR, cxx: 
     cc = shutil.which("g++") if cxx else compiler()
     if cc is None:
         pytest.skip("no C++ compiler (g++)")
-    command = [cc, *(["-x", "c++"] if cxx else []), "-shared", "-fPIC", "-O2", "-pthread",
-               f"-I{include}", str(source), "-o", str(target)]
+    command = [
+        cc,
+        *(["-x", "c++"] if cxx else []),
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-pthread",
+        f"-I{include}",
+        str(source),
+        "-o",
+        str(target),
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
     return target

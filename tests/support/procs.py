@@ -25,5 +25,6 @@ def shm_entries(client_regions: bool = True) -> set[str]:
     return {
         n
         for n in names
-        if not n.startswith("triton_python_backend_shm_region_") and (client_regions or not n.startswith("tritium_test_"))
+        if not n.startswith("triton_python_backend_shm_region_")
+        and (client_regions or not n.startswith("tritium_test_"))
     }

@@ -107,26 +107,41 @@ class RayCluster:
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout: float = 60.0) -> "RayCluster":
+    def start(self, timeout: float = 60.0) -> RayCluster:
         """Start the head node and wait until it takes drivers."""
         return self.launch().wait_started(timeout)
 
-    def launch(self) -> "RayCluster":
+    def launch(self) -> RayCluster:
         """Start the head node without waiting (see :meth:`wait_started`)."""
         cmd = [
-            str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-            f"--port={self.gcs_port}", f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={self.metrics_port}",
-            f"--num-cpus={self.num_cpus}", "--num-gpus=0",
-            "--include-dashboard=false", "--object-store-memory=100000000", "--disable-usage-stats",
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={self.gcs_port}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--metrics-export-port={self.metrics_port}",
+            f"--num-cpus={self.num_cpus}",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            "--object-store-memory=100000000",
+            "--disable-usage-stats",
             f"--temp-dir={self.dir / 't'}",
         ]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
-    def wait_started(self, timeout: float = 60.0) -> "RayCluster":
+    def wait_started(self, timeout: float = 60.0) -> RayCluster:
         """Wait until the head node takes drivers.
 
         :raises RuntimeError: when ``ray start`` exits or does not come up in time (with its log).
@@ -152,10 +167,14 @@ class RayCluster:
             "proxy_location": "HeadOnly",
             "http_options": {"host": "127.0.0.1", "port": self.http_port},
             "grpc_options": {"port": self.grpc_port, "grpc_servicer_functions": list(SERVICER_FUNCTIONS)},
-            "applications": [{
-                "name": name, "route_prefix": "/", "import_path": "tritium.integrations.ray_serve:app",
-                "args": args,
-            }],
+            "applications": [
+                {
+                    "name": name,
+                    "route_prefix": "/",
+                    "import_path": "tritium.integrations.ray_serve:app",
+                    "args": args,
+                }
+            ],
         }
 
     def serve_run(self, config: dict[str, Any], timeout: float = 180.0) -> str:
@@ -167,7 +186,11 @@ class RayCluster:
         path.write_text(yaml.safe_dump(config))
         run = subprocess.run(
             [str(BIN / "serve"), "run", str(path), "--address", self.address, "--non-blocking"],
-            env=self.env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
         if run.returncode != 0:
             raise RuntimeError(f"serve run failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")

@@ -8,7 +8,9 @@ from pathlib import Path
 __all__ = ["add_model", "identity_config"]
 
 
-def add_model(root: Path, name: str, config: str | None, versions: tuple[int, ...] = (1,), files: dict[str, str] | None = None) -> Path:
+def add_model(
+    root: Path, name: str, config: str | None, versions: tuple[int, ...] = (1,), files: dict[str, str] | None = None
+) -> Path:
     """Create ``root/name`` with ``config.pbtxt`` (unless None) and version folders.
 
     :param files: extra files, relative to the model folder ("1/model.py": text).
@@ -26,7 +28,9 @@ def add_model(root: Path, name: str, config: str | None, versions: tuple[int, ..
     return model
 
 
-def identity_config(dtype: str = "TYPE_FP32", dims: str = "[ 16 ]", max_batch_size: int = 8, count: int = 1, extra: str = "") -> str:
+def identity_config(
+    dtype: str = "TYPE_FP32", dims: str = "[ 16 ]", max_batch_size: int = 8, count: int = 1, extra: str = ""
+) -> str:
     """config.pbtxt of an ``identity`` model with INPUT0 -> OUTPUT0."""
     return f"""
         backend: "identity"

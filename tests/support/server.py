@@ -10,8 +10,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["ServerProcess", "free_port"]
 
@@ -79,7 +79,7 @@ class ServerProcess:
         ]
         return cmd + self.args
 
-    def start(self, wait_ready: bool = True, timeout: float = 120.0) -> "ServerProcess":
+    def start(self, wait_ready: bool = True, timeout: float = 120.0) -> ServerProcess:
         """Spawn; by default wait until ``/v2/health/live`` answers.
 
         :raises RuntimeError: when the process exits first or the timeout passes (with the log).
@@ -133,7 +133,7 @@ class ServerProcess:
         self._log.close()
         return self.proc.returncode
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -9,13 +9,13 @@ from tritium.core.model_config.parser import parse_config_text
 from tritium.perf import Measurement
 from tritium.proto import model_config_pb2 as mc
 
-BATCHING = parse_config_text('''
+BATCHING = parse_config_text("""
 name: "m" backend: "onnxruntime" max_batch_size: 8
 input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
 instance_group [ { count: 3 kind: KIND_CPU }, { count: 1 kind: KIND_CPU } ]
 dynamic_batching { max_queue_delay_microseconds: 7 }
-''')
+""")
 PLAIN = parse_config_text('name: "p" backend: "python"')
 
 
@@ -28,10 +28,18 @@ def test_full_space_halves_the_batch_and_tries_preferred_sizes() -> None:
     labels = [c.label for c in candidates(BATCHING, FULL) if c.instances == 1]
     assert labels == [
         "i1",
-        "i1 dyn b8 0us", "i1 dyn b8 pref8 0us", "i1 dyn b8 500us", "i1 dyn b8 pref8 500us",
-        "i1 dyn b8 2000us", "i1 dyn b8 pref8 2000us",
-        "i1 dyn b4 0us", "i1 dyn b4 pref4 0us", "i1 dyn b4 500us", "i1 dyn b4 pref4 500us",
-        "i1 dyn b4 2000us", "i1 dyn b4 pref4 2000us",
+        "i1 dyn b8 0us",
+        "i1 dyn b8 pref8 0us",
+        "i1 dyn b8 500us",
+        "i1 dyn b8 pref8 500us",
+        "i1 dyn b8 2000us",
+        "i1 dyn b8 pref8 2000us",
+        "i1 dyn b4 0us",
+        "i1 dyn b4 pref4 0us",
+        "i1 dyn b4 500us",
+        "i1 dyn b4 pref4 500us",
+        "i1 dyn b4 2000us",
+        "i1 dyn b4 pref4 2000us",
     ]
     assert {c.instances for c in candidates(BATCHING, FULL)} == {1, 2, 4}
 

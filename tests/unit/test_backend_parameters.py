@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _backend(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"tritium_backend_{name}_params", ROOT / f"backends/{name}/libtriton_{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"tritium_backend_{name}_params", ROOT / f"backends/{name}/libtriton_{name}.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -35,10 +37,15 @@ def _model(**parameters: str) -> Model:
 
 
 def test_openvino_parameters_become_compile_properties() -> None:
-    model = _model(NUM_STREAMS="2", PERFORMANCE_HINT="throughput", INFERENCE_NUM_THREADS="3",
-                   INFERENCE_PRECISION_HINT="F32")
+    model = _model(
+        NUM_STREAMS="2", PERFORMANCE_HINT="throughput", INFERENCE_NUM_THREADS="3", INFERENCE_PRECISION_HINT="F32"
+    )
     assert openvino._compile_options(model) == {
-        "NUM_STREAMS": "2", "PERFORMANCE_HINT": "THROUGHPUT", "INFERENCE_NUM_THREADS": "3", "INFERENCE_PRECISION_HINT": "f32"}
+        "NUM_STREAMS": "2",
+        "PERFORMANCE_HINT": "THROUGHPUT",
+        "INFERENCE_NUM_THREADS": "3",
+        "INFERENCE_PRECISION_HINT": "f32",
+    }
     assert openvino._compile_options(_model(NUM_STREAMS="auto")) == {"NUM_STREAMS": "AUTO"}
     assert openvino._compile_options(_model()) == {}
     assert openvino._yes_no(_model(ENABLE_BATCH_PADDING="yes"), "ENABLE_BATCH_PADDING") is True
@@ -50,8 +57,14 @@ def test_openvino_parameters_become_compile_properties() -> None:
     [
         ({"NUM_STREAMS": "zero"}, "failed to convert 'NUM_STREAMS' of model 'm' to an integer: 'zero'"),
         ({"NUM_STREAMS": "0"}, "parameter 'NUM_STREAMS' of model 'm' must be >= 1, got 0"),
-        ({"INFERENCE_PRECISION_HINT": "int4"}, "parameter 'INFERENCE_PRECISION_HINT' of model 'm' must be one of f32, bf16, f16"),
-        ({"ENABLE_BATCH_PADDING": "true"}, "parameter 'ENABLE_BATCH_PADDING' of model 'm' must be YES or NO, got 'true'"),
+        (
+            {"INFERENCE_PRECISION_HINT": "int4"},
+            "parameter 'INFERENCE_PRECISION_HINT' of model 'm' must be one of f32, bf16, f16",
+        ),
+        (
+            {"ENABLE_BATCH_PADDING": "true"},
+            "parameter 'ENABLE_BATCH_PADDING' of model 'm' must be YES or NO, got 'true'",
+        ),
     ],
 )
 def test_openvino_refusals(parameters: dict[str, str], message: str) -> None:
@@ -61,19 +74,34 @@ def test_openvino_refusals(parameters: dict[str, str], message: str) -> None:
 
 
 def test_fil_parameters() -> None:
-    settings = fil._settings(_model(model_type="lightgbm", output_class="true", predict_proba="false", threshold="0.25",
-                                    cpu_nthread="2"))
-    assert settings == {"model_type": "lightgbm", "output_class": True, "predict_proba": False, "threshold": 0.25,
-                        "threads": 2}
+    settings = fil._settings(
+        _model(model_type="lightgbm", output_class="true", predict_proba="false", threshold="0.25", cpu_nthread="2")
+    )
+    assert settings == {
+        "model_type": "lightgbm",
+        "output_class": True,
+        "predict_proba": False,
+        "threshold": 0.25,
+        "threads": 2,
+    }
     assert fil._settings(_model(model_type="xgboost"))["threshold"] == 0.5
 
 
 @pytest.mark.parametrize(
     ("parameters", "message"),
     [
-        ({}, "the fil backend needs parameter 'model_type' (xgboost, xgboost_json, xgboost_ubj, lightgbm, treelite_checkpoint)"),
-        ({"model_type": "xgboost", "threshold": "half"}, "failed to convert 'threshold' of model 'm' to a number: 'half'"),
-        ({"model_type": "xgboost", "output_class": "sure"}, "failed to convert 'output_class' of model 'm' to a boolean: 'sure'"),
+        (
+            {},
+            "the fil backend needs parameter 'model_type' (xgboost, xgboost_json, xgboost_ubj, lightgbm, treelite_checkpoint)",
+        ),
+        (
+            {"model_type": "xgboost", "threshold": "half"},
+            "failed to convert 'threshold' of model 'm' to a number: 'half'",
+        ),
+        (
+            {"model_type": "xgboost", "output_class": "sure"},
+            "failed to convert 'output_class' of model 'm' to a boolean: 'sure'",
+        ),
     ],
 )
 def test_fil_refusals(parameters: dict[str, str], message: str) -> None:
@@ -90,8 +118,9 @@ def test_fil_output_follows_the_parameters() -> None:
     np.testing.assert_allclose(proba, [[0.8, 0.2], [0.2, 0.8]])
     classes = fil._postprocess({"predict_proba": False, "output_class": True, "threshold": 0.7}, scores)
     assert classes.tolist() == [[0.0], [1.0]]
-    multiclass = fil._postprocess({"predict_proba": False, "output_class": True, "threshold": 0.5},
-                                  np.array([[0.1, 0.7, 0.2]]))
+    multiclass = fil._postprocess(
+        {"predict_proba": False, "output_class": True, "threshold": 0.5}, np.array([[0.1, 0.7, 0.2]])
+    )
     assert multiclass.tolist() == [[1.0]]
     plain = fil._postprocess({"predict_proba": False, "output_class": False, "threshold": 0.5}, scores)
     assert plain.dtype == np.float32 and plain.tolist() == scores.astype(np.float32).tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from tritium.core.backend.api import Request, batch_input
 
 

@@ -29,8 +29,13 @@ def _batch(handler: _Handler, releases: list[tuple[int, bool]] | None) -> Batch:
         assert releases is not None
         releases.append((payloads.index(payload), rescheduled))
 
-    return Batch(payloads, object(), lambda executor: None, lambda size, t: None,  # type: ignore[arg-type]
-                 on_release if releases is not None else None)
+    return Batch(
+        payloads,
+        object(),
+        lambda executor: None,
+        lambda size, t: None,  # type: ignore[arg-type]
+        on_release if releases is not None else None,
+    )
 
 
 def test_rescheduled_requests_complete_the_batch_without_a_response() -> None:

@@ -20,8 +20,12 @@ def test_batched_output_gives_k_classes_per_batch_element():
     shape, items = _strings(classify(logits, 3, batched=True, labels=LABELS))
     assert shape == [2, 3]
     assert items == [
-        "0.900000:3:fish", "0.500000:1:dog", "0.300000:2:bird",
-        "1.100000:0:cat", "0.900000:3:fish", "0.500000:1:dog",
+        "0.900000:3:fish",
+        "0.500000:1:dog",
+        "0.300000:2:bird",
+        "1.100000:0:cat",
+        "0.900000:3:fish",
+        "0.500000:1:dog",
     ]
 
 

@@ -19,7 +19,10 @@ def test_defaults() -> None:
     assert o.max_request_bytes == DEFAULT_MAX_REQUEST_BYTES == 512 << 20
     n = o.network
     assert (n.max_inflight_request_bytes, n.http_header_timeout_s, n.http_body_timeout_s, n.http_idle_timeout_s) == (
-        0, 30.0, 60.0, 300.0
+        0,
+        30.0,
+        60.0,
+        300.0,
     )
     assert n.max_json_request_bytes == 32 << 20
     assert n.grpc_channel_args == {  # Triton's defaults, and one hour of idleness
@@ -37,9 +40,13 @@ def test_defaults() -> None:
 
 def test_flags_set_them() -> None:
     o = options(
-        "--max-inflight-request-bytes=1000", "--http-header-timeout-secs=1.5", "--http-idle-timeout-secs=9",
-        "--grpc-keepalive-time=1000", "--grpc-keepalive-permit-without-calls=true",
-        "--grpc-max-connection-idle-secs=0", "--worker-ping-timeout-secs=3",
+        "--max-inflight-request-bytes=1000",
+        "--http-header-timeout-secs=1.5",
+        "--http-idle-timeout-secs=9",
+        "--grpc-keepalive-time=1000",
+        "--grpc-keepalive-permit-without-calls=true",
+        "--grpc-max-connection-idle-secs=0",
+        "--worker-ping-timeout-secs=3",
     )
     n = o.network
     assert (n.max_inflight_request_bytes, n.http_header_timeout_s, n.http_idle_timeout_s) == (1000, 1.5, 9.0)
@@ -55,8 +62,12 @@ def test_tls_flags(tmp_path: Path) -> None:
         path.write_text("x")
     n = options("--grpc-use-ssl=true", f"--grpc-server-cert={cert}", f"--grpc-server-key={key}").network
     assert n.grpc_tls == TlsFiles(str(cert), str(key), "", False)
-    n = options("--http-use-ssl-mutual=true", f"--http-server-cert={cert}", f"--http-server-key={key}",
-                f"--http-root-cert={root}").network
+    n = options(
+        "--http-use-ssl-mutual=true",
+        f"--http-server-cert={cert}",
+        f"--http-server-key={key}",
+        f"--http-root-cert={root}",
+    ).network
     assert n.http_tls == TlsFiles(str(cert), str(key), str(root), True)
 
 

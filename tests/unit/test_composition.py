@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tritium.core.composition import Composition, check_backend, describe, read_composition
 from tritium.core.errors import Code, TritonError
 
@@ -70,5 +71,8 @@ def test_version_of_a_plain_install_lists_its_backends_and_endpoints() -> None:
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tritium ")
-    assert lines[1].startswith("backends: ") and "onnxruntime, openvino, python, pytorch, tensorrt (every backend in " in lines[1]
+    assert (
+        lines[1].startswith("backends: ")
+        and "onnxruntime, openvino, python, pytorch, tensorrt (every backend in " in lines[1]
+    )
     assert lines[2] == "endpoints: http, grpc, metrics"

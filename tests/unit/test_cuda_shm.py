@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime
 from tritium.core.errors import Code, TritonError
 from tritium.core.memory.cuda import CudaRef, CudaSharedMemoryManager
 from tritium.core.memory.pool import TensorPool
 from tritium.core.memory.shm_region import SharedMemoryManager
-
-from tests.support.fake_cuda import FakeCudaError, FakeCudaRuntime
 
 D2H, H2D = 2, 1
 
@@ -47,7 +47,9 @@ def test_register_opens_the_handle_on_its_device(managers, fake: FakeCudaRuntime
     assert fake.opened == [fake.address(buffer)]
     assert cuda.status() == [{"name": "c", "device_id": 1, "byte_size": 128}]
     assert _error(lambda: cuda.register("c", handle, 1, 128)) == (
-        Code.ALREADY_EXISTS, "shared memory region 'c' already in manager")
+        Code.ALREADY_EXISTS,
+        "shared memory region 'c' already in manager",
+    )
     cuda.unregister("c")
     assert fake.closed == [fake.address(buffer)] and cuda.status() == []
 
@@ -89,7 +91,9 @@ def test_without_a_runtime_register_says_cuda_is_unavailable() -> None:
         pytest.skip("this machine has a GPU")
     assert cuda.status() == []
     assert _error(lambda: cuda.register("c", b"\0" * 64, 0, 64)) == (
-        Code.INVALID_ARG, f"failed to register CUDA shared memory region 'c': CUDA is unavailable: {reason}")
+        Code.INVALID_ARG,
+        f"failed to register CUDA shared memory region 'c': CUDA is unavailable: {reason}",
+    )
 
 
 def test_resolve_uses_the_system_paths_checks(managers, fake: FakeCudaRuntime) -> None:
@@ -99,14 +103,19 @@ def test_resolve_uses_the_system_paths_checks(managers, fake: FakeCudaRuntime) -
     ref = system.resolve("c", 16, 48)
     assert isinstance(ref, CudaRef) and (ref.region.name, ref.offset, ref.byte_size) == ("c", 16, 48)
     assert _error(lambda: system.resolve("c", 64, 0)) == (
-        Code.INVALID_ARG, "Invalid offset for shared memory region: 'c'")
+        Code.INVALID_ARG,
+        "Invalid offset for shared memory region: 'c'",
+    )
     assert _error(lambda: system.resolve("c", -1, 4)) == (
-        Code.INVALID_ARG, "Invalid offset for shared memory region: 'c'")
+        Code.INVALID_ARG,
+        "Invalid offset for shared memory region: 'c'",
+    )
     for size in (49, None, 2**64):
         assert _error(lambda size=size: system.resolve("c", 16, size)) == (
-            Code.INVALID_ARG, "Invalid offset + byte size for shared memory region: 'c'")
-    assert _error(lambda: system.resolve("zz", 0, 4)) == (
-        Code.NOT_FOUND, "Unable to find shared memory region: 'zz'")
+            Code.INVALID_ARG,
+            "Invalid offset + byte size for shared memory region: 'c'",
+        )
+    assert _error(lambda: system.resolve("zz", 0, 4)) == (Code.NOT_FOUND, "Unable to find shared memory region: 'zz'")
 
 
 def test_copies_use_the_region_pointer_plus_offset_on_its_device(managers, fake: FakeCudaRuntime) -> None:
@@ -150,14 +159,17 @@ def test_copy_errors_are_triton_errors(managers, fake: FakeCudaRuntime) -> None:
     )
     del fake.fail["cudaMemcpy"]
     assert _error(lambda: ref.copy_from_host("OUTPUT0", b"x" * 33)) == (
-        Code.INTERNAL, "failed to copy output 'OUTPUT0' to CUDA shared memory region 'c': too large")
+        Code.INTERNAL,
+        "failed to copy output 'OUTPUT0' to CUDA shared memory region 'c': too large",
+    )
 
     def broken(*args):  # type: ignore[no-untyped-def]
         raise TypeError("bad pointer")
 
     fake.cudaMemcpy = broken  # type: ignore[method-assign]
     assert _error(lambda: ref.copy_to_host("INPUT0", memoryview(bytearray(4))))[1] == (
-        "failed to copy input 'INPUT0' from CUDA shared memory region 'c': cudaMemcpy failed: TypeError: bad pointer")
+        "failed to copy input 'INPUT0' from CUDA shared memory region 'c': cudaMemcpy failed: TypeError: bad pointer"
+    )
 
 
 def test_unregister_in_use_closes_after_the_last_user(managers, fake: FakeCudaRuntime) -> None:

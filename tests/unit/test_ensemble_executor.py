@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from tritium.core.ensemble.executor import EnsembleRun
 from tritium.core.ensemble.validation import steps_of
 from tritium.core.errors import Code, TritonError
@@ -167,7 +168,9 @@ def test_ensemble_ready_only_while_every_composing_model_is():
             raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{name}' is not found")
         return models[name]
 
-    config = _ensemble_config([("a", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), ("b", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})])
+    config = _ensemble_config(
+        [("a", {"INPUT0": "IN"}, {"OUTPUT0": "mid"}), ("b", {"INPUT0": "mid"}, {"OUTPUT0": "OUT"})]
+    )
     ensemble = EnsembleModel("ens", 1, "/nowhere", config, lookup)
     assert ensemble.ready
     models["b"] = type("Down", (), {"ready": False})()

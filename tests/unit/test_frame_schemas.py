@@ -70,7 +70,14 @@ def test_each_declared_frame_round_trips() -> None:
 def test_execute_request_keys() -> None:
     """The EXECUTE request's declared keys: what InputStaging.stage writes and build_requests reads."""
     assert ExecuteRequest.__required_keys__ == {
-        "id", "corr", "flags", "timeout", "priority", "inputs", "outputs", "params"
+        "id",
+        "corr",
+        "flags",
+        "timeout",
+        "priority",
+        "inputs",
+        "outputs",
+        "params",
     }
     assert ExecuteRequest.__optional_keys__ == {"shm_outputs"}
     source = (CORE / "worker/outputs.py").read_text()

@@ -46,7 +46,8 @@ def test_auto_falls_back_to_grpc_aio_and_says_so_once_native_refuses_to_start() 
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["reason"] == [
-        None, "the extension was not built: install libgrpc++-dev, pkg-config and g++, then reinstall tritium"
+        None,
+        "the extension was not built: install libgrpc++-dev, pkg-config and g++, then reinstall tritium",
     ]
     assert out["auto"] == "AioTransport"
     assert out["auto_log"] == [

@@ -90,7 +90,15 @@ def test_native_split_agrees_with_protobuf() -> None:
         pytest.skip(f"the native transport is not built: {report['skip']}")
     assert report["results"] == [[True, True, True]] * 7
     expected = [
-        "truncated varint", "field runs past the end", "field runs past the end", "wire type 3", "wire type 4",
-        "wire type 6", "field runs past the end", "field runs past the end", "truncated varint", "truncated varint",
+        "truncated varint",
+        "field runs past the end",
+        "field runs past the end",
+        "wire type 3",
+        "wire type 4",
+        "wire type 6",
+        "field runs past the end",
+        "field runs past the end",
+        "truncated varint",
+        "truncated varint",
     ]
     assert report["errors"] == [[["INVALID_ARG", f"malformed ModelInferRequest: {m}"]] for m in expected]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from tritium.core.model_repository.lifecycle import (
     TRANSITIONS,
     UNLOADED,

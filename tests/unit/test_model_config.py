@@ -36,8 +36,16 @@ def test_defaults_match_triton(tmp_path):
     assert config["name"] == "m"
     assert config["version_policy"] == {"latest": {"num_versions": 1}}
     assert config["instance_group"] == [
-        {"name": "m", "kind": "KIND_CPU", "count": 1, "gpus": [], "secondary_devices": [], "profile": [],
-         "passive": False, "host_policy": ""}
+        {
+            "name": "m",
+            "kind": "KIND_CPU",
+            "count": 1,
+            "gpus": [],
+            "secondary_devices": [],
+            "profile": [],
+            "passive": False,
+            "host_policy": "",
+        }
     ]
     assert config["optimization"]["input_pinned_memory"] == {"enable": True}
     assert config["default_model_filename"] == "model.py"
@@ -68,18 +76,38 @@ def test_unknown_field_and_bad_datatype_name_the_line(tmp_path):
     "text, message",
     [
         ('backend: "python"\nmax_batch_size: -1\n' + IO, "'max_batch_size' must be non-negative value for m"),
-        ('name: "other"\nbackend: "python"\n' + IO, "unexpected directory name 'm' for model 'other', directory name must equal model name"),
-        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 0 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
-         "model input 'IN' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m"),
-        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 3 ] } } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
-         "model input 'IN' has different size for dims and reshape for m"),
-        ('backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
-         "model input 'IN' is specified more than once for m"),
-        ('backend: "python"\ninput [ { name: "IN" dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
-         "model input 'IN' must specify 'data_type' for m"),
-        ('platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO, "unexpected 'platform' and 'backend' pair, got:onnxruntime_onnx, pytorch"),
-        ('backend: "python"\n' + IO + "instance_group [ { kind: KIND_GPU } ]", "instance group m_0 of model m has kind KIND_GPU but no GPUs are available"),
-        ('backend: "python"\n' + IO + "dynamic_batching { preferred_batch_size: [ 4 ] }", "dynamic batching preferred size must be <= max batch size for m"),
+        (
+            'name: "other"\nbackend: "python"\n' + IO,
+            "unexpected directory name 'm' for model 'other', directory name must equal model name",
+        ),
+        (
+            'backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 0 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+            "model input 'IN' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m",
+        ),
+        (
+            'backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 3 ] } } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+            "model input 'IN' has different size for dims and reshape for m",
+        ),
+        (
+            'backend: "python"\ninput [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+            "model input 'IN' is specified more than once for m",
+        ),
+        (
+            'backend: "python"\ninput [ { name: "IN" dims: [ 4 ] } ]\noutput [ { name: "O" data_type: TYPE_FP32 dims: [1] } ]',
+            "model input 'IN' must specify 'data_type' for m",
+        ),
+        (
+            'platform: "onnxruntime_onnx"\nbackend: "pytorch"\n' + IO,
+            "unexpected 'platform' and 'backend' pair, got:onnxruntime_onnx, pytorch",
+        ),
+        (
+            'backend: "python"\n' + IO + "instance_group [ { kind: KIND_GPU } ]",
+            "instance group m_0 of model m has kind KIND_GPU but no GPUs are available",
+        ),
+        (
+            'backend: "python"\n' + IO + "dynamic_batching { preferred_batch_size: [ 4 ] }",
+            "dynamic batching preferred size must be <= max batch size for m",
+        ),
     ],
 )
 def test_invalid_configs_get_triton_messages(tmp_path, text, message):
@@ -108,7 +136,10 @@ def test_json_form_is_byte_identical_to_triton(tmp_path):
             'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
             "instance_group [ { count: 1 kind: KIND_CPU } ]"
         ),
-        "identity_fp32", model, False, gpus=(),
+        "identity_fp32",
+        model,
+        False,
+        gpus=(),
     )
     config = normalize.instance_groups(config, gpus=())
     triton = (

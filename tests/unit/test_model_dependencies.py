@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.ensembles import add_ensemble, add_python, step
 from tritium.core.model_repository.dependencies import (
     closure,
     composing_of_source,
@@ -12,13 +13,13 @@ from tritium.core.model_repository.dependencies import (
 )
 from tritium.core.model_repository.repository import scan
 
-from tests.support.ensembles import add_ensemble, add_python, step
-
 
 def repo(root: Path) -> dict:
     add_python(root, "a", "")
     add_python(root, "b", "")
-    add_ensemble(root, "ens", [step("a", {"INPUT0": "IN"}, {"OUTPUT0": "m"}), step("b", {"INPUT0": "m"}, {"OUTPUT0": "OUT"})])
+    add_ensemble(
+        root, "ens", [step("a", {"INPUT0": "IN"}, {"OUTPUT0": "m"}), step("b", {"INPUT0": "m"}, {"OUTPUT0": "OUT"})]
+    )
     add_ensemble(root, "outer", [step("ens", {"IN": "IN"}, {"OUT": "OUT"})])
     (root / "broken").mkdir()
     (root / "broken" / "config.pbtxt").write_text("this is not a config")

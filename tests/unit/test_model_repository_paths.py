@@ -9,9 +9,9 @@ import pytest
 
 from tritium.cli import parse_args
 from tritium.core.errors import Code, TritonError
-from tritium.core.model_repository.repository import fingerprint
 from tritium.core.model_repository.paths import check_model_name, check_relative_file
 from tritium.core.model_repository.remote import is_remote
+from tritium.core.model_repository.repository import fingerprint
 from tritium.core.model_repository.uploads import check_upload_path, write_upload
 
 
@@ -68,12 +68,18 @@ def test_is_remote() -> None:
 
 
 def test_model_management_flags() -> None:
-    options, _ = parse_args([
-        "--model-repository=/m", "--model-control-mode=explicit", "--load-model=a", "--load-model=b",
-        "--repository-poll-secs=3", "--model-load-thread-count=2",
-        "--http-restricted-api=model-repository,statistics:Admin-Key=s",
-        "--grpc-restricted-protocol=logging:k=v",
-    ])
+    options, _ = parse_args(
+        [
+            "--model-repository=/m",
+            "--model-control-mode=explicit",
+            "--load-model=a",
+            "--load-model=b",
+            "--repository-poll-secs=3",
+            "--model-load-thread-count=2",
+            "--http-restricted-api=model-repository,statistics:Admin-Key=s",
+            "--grpc-restricted-protocol=logging:k=v",
+        ]
+    )
     assert options.model_control_mode == "explicit" and options.startup_models == ["a", "b"]
     assert options.repository_poll_s == 3.0 and options.model_load_threads == 2
     assert options.http_restricted_api == {"model-repository": ("Admin-Key", "s"), "statistics": ("Admin-Key", "s")}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,8 +30,14 @@ class Sink:
         dtype = {"INT32": np.int32, "INT64": np.int64, "BF16": np.uint16}[datatype]
         return np.zeros(shape, dtype)
 
-    def send_response(self, request: Request, outputs: Mapping[str, np.ndarray] | None,
-                      error: TritonError | None, parameters: Any, final: bool) -> None:
+    def send_response(
+        self,
+        request: Request,
+        outputs: Mapping[str, np.ndarray] | None,
+        error: TritonError | None,
+        parameters: Any,
+        final: bool,
+    ) -> None:
         self.sent.append((dict(outputs) if outputs else None, error, parameters, final))
 
 
@@ -91,7 +98,8 @@ def test_an_output_without_a_buffer_fails_the_send(host: Any) -> None:
     with pytest.raises(TritonError) as info:
         execute(host, "nobuffer")
     assert (info.value.code, info.value.message) == (
-        Code.INVALID_ARG, "output 'OUT' has no buffer (TRITONBACKEND_OutputBuffer)"
+        Code.INVALID_ARG,
+        "output 'OUT' has no buffer (TRITONBACKEND_OutputBuffer)",
     )
 
 
@@ -99,7 +107,8 @@ def test_a_second_final_response_is_refused(host: Any) -> None:
     with pytest.raises(TritonError) as info:
         execute(host, "twice")
     assert (info.value.code, info.value.message) == (
-        Code.INVALID_ARG, "request 'twice' already received its final response"
+        Code.INVALID_ARG,
+        "request 'twice' already received its final response",
     )
 
 

@@ -23,15 +23,27 @@ def test_tracing_is_off_by_default_and_costs_one_read() -> None:
 
 def test_trace_config_flags() -> None:
     settings, otel = parse_trace_config(
-        ["level=TIMESTAMPS", "level=TENSORS", "rate=5", "count=3", "log_frequency=2", "triton,file=/tmp/t.json",
-         "mode=opentelemetry", "opentelemetry,url=http://h:4318/v1/traces"]
+        [
+            "level=TIMESTAMPS",
+            "level=TENSORS",
+            "rate=5",
+            "count=3",
+            "log_frequency=2",
+            "triton,file=/tmp/t.json",
+            "mode=opentelemetry",
+            "opentelemetry,url=http://h:4318/v1/traces",
+        ]
     )
     assert settings.level == ["TIMESTAMPS", "TENSORS"] and settings.rate == 5 and settings.count == 3
     assert settings.log_frequency == 2 and settings.file == "/tmp/t.json" and settings.mode == "opentelemetry"
     assert otel == {"url": "http://h:4318/v1/traces"}
-    for bad, message in [("rate=0", "sample rate must be non-zero"), ("level=x", "unknown trace level"),
-                         ("count=-2", "Expecting value >= -1"), ("jaeger,url=x", "unknown trace mode"),
-                         ("colour=blue", "unknown --trace-config setting")]:
+    for bad, message in [
+        ("rate=0", "sample rate must be non-zero"),
+        ("level=x", "unknown trace level"),
+        ("count=-2", "Expecting value >= -1"),
+        ("jaeger,url=x", "unknown trace mode"),
+        ("colour=blue", "unknown --trace-config setting"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse_trace_config([bad])
 
@@ -76,8 +88,16 @@ def _record(message: str, **extra: object) -> logging.LogRecord:
 def test_formats() -> None:
     record = _record("hello", model="m", instance="m_0", worker_pid=77)
     data = json.loads(TritonFormatter(fmt="json").format(record))
-    assert data == {"time": "2025-12-02T16:00:00.250000Z", "level": "WARNING", "pid": 77, "source": "server.py:12",
-                    "model": "m", "instance": "m_0", "request_id": None, "message": "hello"}
+    assert data == {
+        "time": "2025-12-02T16:00:00.250000Z",
+        "level": "WARNING",
+        "pid": 77,
+        "source": "server.py:12",
+        "model": "m",
+        "instance": "m_0",
+        "request_id": None,
+        "message": "hello",
+    }
     assert TritonFormatter(fmt="ISO8601").format(record) == "2025-12-02T16:00:00Z W 77 server.py:12] m (m_0): hello"
     assert TritonFormatter().format(record).endswith(" 77 server.py:12] m (m_0): hello")
 
@@ -119,9 +139,15 @@ def test_latency_summaries() -> None:
 
 
 def test_metrics_config() -> None:
-    assert parse_metrics_config({}) == {"summary_latencies": False, "summary_quantiles": (
-        (0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.0001)), "counter_latencies": True}
-    assert parse_metrics_config({"summary_quantiles": "0.5:0.1,0.75:0.01"})["summary_quantiles"] == ((0.5, 0.1), (0.75, 0.01))
+    assert parse_metrics_config({}) == {
+        "summary_latencies": False,
+        "summary_quantiles": ((0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.0001)),
+        "counter_latencies": True,
+    }
+    assert parse_metrics_config({"summary_quantiles": "0.5:0.1,0.75:0.01"})["summary_quantiles"] == (
+        (0.5, 0.1),
+        (0.75, 0.01),
+    )
 
 
 def test_proc_readers(tmp_path) -> None:  # type: ignore[no-untyped-def]

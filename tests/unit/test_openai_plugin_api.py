@@ -26,8 +26,19 @@ PUBLIC = {
 }
 #: the in-process calls the guide lists for plugins
 SERVER_API = {
-    "options", "live", "ready", "metadata", "model_ready", "model_metadata", "model_config", "repository_index",
-    "statistics", "infer", "infer_stream", "load_model", "unload_model",
+    "options",
+    "live",
+    "ready",
+    "metadata",
+    "model_ready",
+    "model_metadata",
+    "model_config",
+    "repository_index",
+    "statistics",
+    "infer",
+    "infer_stream",
+    "load_model",
+    "unload_model",
 }
 
 
@@ -53,8 +64,14 @@ def test_the_plugin_imports_nothing_of_tritium_but_the_public_api() -> None:
                     used.setdefault(node.module, set()).update(names)
     # what it does use: the hook marker and the in-process API's request, response and error types
     assert used == {
-        "tritium.core": {"Code", "InferenceRequest", "InferenceResponse", "InferInput", "InferenceServer",
-                         "TritonError"},
+        "tritium.core": {
+            "Code",
+            "InferenceRequest",
+            "InferenceResponse",
+            "InferInput",
+            "InferenceServer",
+            "TritonError",
+        },
         "tritium.core.hookspecs": {"hookimpl"},
         "tritium.frontends.sse": {"event", "primed"},
     }
@@ -67,12 +84,16 @@ def test_the_plugin_calls_only_the_documented_in_process_api() -> None:
             if isinstance(node, ast.Attribute):
                 owner = node.value
                 if (isinstance(owner, ast.Name) and owner.id == "server") or (
-                        isinstance(owner, ast.Attribute) and owner.attr == "server"):
+                    isinstance(owner, ast.Attribute) and owner.attr == "server"
+                ):
                     calls.add(node.attr)
     assert calls == {"model_config", "repository_index", "infer_stream", "ready", "options"}  # options: timeouts
     assert calls <= SERVER_API
     guide = GUIDE.read_text(encoding="utf-8")
     for name in sorted(SERVER_API):
         assert f"`server.{name}" in guide, f"docs/endpoint_plugins.md does not document server.{name}"
-        assert name == "options" or callable(getattr(InferenceServer, name)) or isinstance(
-            getattr(InferenceServer, name), property), name
+        assert (
+            name == "options"
+            or callable(getattr(InferenceServer, name))
+            or isinstance(getattr(InferenceServer, name), property)
+        ), name

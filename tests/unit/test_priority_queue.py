@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from tritium.core.errors import TritonError
 from tritium.core.scheduler.priority_queue import PriorityQueue, QueuePolicy, policy_from_config
 

@@ -52,4 +52,10 @@ def test_a_terminal_gets_a_bar_and_no_lines_until_the_end(caplog: pytest.LogCapt
 
 
 def test_size_text() -> None:
-    assert [pg.size_text(n) for n in (0, 1023, 1536, 5 << 20, 3 << 30)] == ["0 B", "1023 B", "1.5 KiB", "5.0 MiB", "3.0 GiB"]
+    assert [pg.size_text(n) for n in (0, 1023, 1536, 5 << 20, 3 << 30)] == [
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "5.0 MiB",
+        "3.0 GiB",
+    ]

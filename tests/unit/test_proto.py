@@ -164,9 +164,7 @@ def _run_python(args: list[str], stdin: str = "") -> str:
         env=os.environ.copy(),
         timeout=120,
     )
-    assert proc.returncode == 0, (
-        f"{args[:2]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    )
+    assert proc.returncode == 0, f"{args[:2]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
 
@@ -207,9 +205,7 @@ def test_schema_matches_tritonclient():
         if key.startswith("message "):
             # A message may list allowed extra fields (ModelConfig.model_metrics).
             name = key[len("message ") :]
-            got["fields"] = [
-                f for f in got["fields"] if not _is_allowed_extra(f"field {name}.{f}")
-            ]
+            got["fields"] = [f for f in got["fields"] if not _is_allowed_extra(f"field {name}.{f}")]
         if want != got:
             differing[key] = {"tritonclient": want, "tritium": our_schema[key]}
 

@@ -12,7 +12,11 @@ from tritium.core.worker.protocol import HEADER, FrameDecoder, Kind, encode
 
 
 def test_frames_survive_arbitrary_splits():
-    messages = [[Kind.PING, 1], [Kind.EXECUTE, 7, [{"id": "a", "inputs": [["IN", "FP32", [2], 1, 0, 8]]}]], [Kind.PONG, 2]]
+    messages = [
+        [Kind.PING, 1],
+        [Kind.EXECUTE, 7, [{"id": "a", "inputs": [["IN", "FP32", [2], 1, 0, 8]]}]],
+        [Kind.PONG, 2],
+    ]
     stream = b"".join(encode(m) for m in messages)
     for chunk in (1, 3, 7, len(stream)):
         decoder = FrameDecoder()

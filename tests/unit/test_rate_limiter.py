@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tritium.core.errors import TritonError
 from tritium.core.scheduler.rate_limiter import (
     Demand,
@@ -32,11 +33,7 @@ def test_priority_scaled_by_executions() -> None:
 
 
 def test_pool_sizes_and_flag_errors() -> None:
-    group = {
-        "rate_limiter": {
-            "resources": [{"name": "R", "count": 2}, {"name": "G", "global": True, "count": 1}]
-        }
-    }
+    group = {"rate_limiter": {"resources": [{"name": "R", "count": 2}, {"name": "G", "global": True, "count": 1}]}}
     demand = demand_of_group(group, 3)
     assert demand is not None and dict(demand.resources) == {("R", 3): 2, ("G", -1): 1}
     free = RateLimiter()

@@ -79,7 +79,11 @@ class FakeServer:
 
 def _stat(name: str, count: int) -> dict[str, Any]:
     return {
-        "name": name, "version": "1", "last_inference": count, "inference_count": count, "execution_count": count,
+        "name": name,
+        "version": "1",
+        "last_inference": count,
+        "inference_count": count,
+        "execution_count": count,
         "inference_stats": {"success": {"count": count, "ns": 10 * count}},
         "response_stats": {},
         "batch_stats": [{"batch_size": 1, "compute_infer": {"count": count, "ns": 5 * count}}],
@@ -233,8 +237,12 @@ def test_statistics_add_up_per_model_and_batch_size() -> None:
 
 
 def test_metrics_of_all_replicas_in_one_family_each_labelled_by_replica() -> None:
-    family = ("nv_inference_count", "Number of inferences", "counter",
-              [("nv_inference_count", {"model": "m", "version": "1"}, 3)])
+    family = (
+        "nv_inference_count",
+        "Number of inferences",
+        "counter",
+        [("nv_inference_count", {"model": "m", "version": "1"}, 3)],
+    )
     text = render_metrics({"r2": [family], "r1": [family]}).decode()
     assert text == (
         "# HELP nv_inference_count Number of inferences\n"
@@ -245,12 +253,22 @@ def test_metrics_of_all_replicas_in_one_family_each_labelled_by_replica() -> Non
 
 
 def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_path: Any) -> None:
-    args = TritiumArgs(model_repository="models,s3://bucket/more", load_model="a,b",
-                       model_control_mode="explicit", server_args="--strict-readiness=false",
-                       max_replicas="3", min_replicas="1", num_cpus="0.5")
+    args = TritiumArgs(
+        model_repository="models,s3://bucket/more",
+        load_model="a,b",
+        model_control_mode="explicit",
+        server_args="--strict-readiness=false",
+        max_replicas="3",
+        min_replicas="1",
+        num_cpus="0.5",
+    )
     assert args.server_argv() == [
-        f"--model-repository={os.path.abspath('models')}", "--model-repository=s3://bucket/more",
-        "--model-control-mode=explicit", "--load-model=a", "--load-model=b", "--strict-readiness=false",
+        f"--model-repository={os.path.abspath('models')}",
+        "--model-repository=s3://bucket/more",
+        "--model-control-mode=explicit",
+        "--load-model=a",
+        "--load-model=b",
+        "--strict-readiness=false",
     ]
     options = args.deployment_options()
     assert options["autoscaling_config"]["max_replicas"] == 3 and "num_replicas" not in options

@@ -13,17 +13,23 @@ def test_no_reshape_costs_nothing() -> None:
 
 
 def test_fixed_dims() -> None:
-    config = {"input": [{"name": "x", "dims": [6], "reshape": {"shape": [2, 3]}}],
-              "output": [{"name": "y", "dims": [6], "reshape": {"shape": [3, 2]}}]}
+    config = {
+        "input": [{"name": "x", "dims": [6], "reshape": {"shape": [2, 3]}}],
+        "output": [{"name": "y", "dims": [6], "reshape": {"shape": [3, 2]}}],
+    }
     assert reshapes(config, "input")["x"].apply([6]) == [2, 3]
     assert reshapes(config, "output")["y"].apply([3, 2]) == [6]
 
 
 def test_batch_dim_stays_outside_and_variable_dims_carry_across_in_order() -> None:
-    config = {"max_batch_size": 4,
-              "input": [{"name": "v", "dims": [-1, 3, -1], "reshape": {"shape": [-1, 1, 3, -1]}},
-                        {"name": "s", "dims": [1], "reshape": {"shape": []}}],
-              "output": [{"name": "v", "dims": [-1, 3, -1], "reshape": {"shape": [-1, 1, 3, -1]}}]}
+    config = {
+        "max_batch_size": 4,
+        "input": [
+            {"name": "v", "dims": [-1, 3, -1], "reshape": {"shape": [-1, 1, 3, -1]}},
+            {"name": "s", "dims": [1], "reshape": {"shape": []}},
+        ],
+        "output": [{"name": "v", "dims": [-1, 3, -1], "reshape": {"shape": [-1, 1, 3, -1]}}],
+    }
     inputs = reshapes(config, "input")
     assert inputs["v"].apply([2, 5, 3, 7]) == [2, 5, 1, 3, 7]
     assert inputs["s"].apply([2, 1]) == [2]

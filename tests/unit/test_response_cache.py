@@ -6,6 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
+
 from tritium.core.cache import LocalCache, open_cache, parse_cache_setting, request_key
 from tritium.core.cache.base import CacheEntry
 from tritium.core.errors import TritonError

@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Any:
-    spec = importlib.util.spec_from_file_location("tritium_backend_tensorrt_test", ROOT / "backends/tensorrt/libtriton_tensorrt.py")
+    spec = importlib.util.spec_from_file_location(
+        "tritium_backend_tensorrt_test", ROOT / "backends/tensorrt/libtriton_tensorrt.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -92,7 +94,9 @@ def test_a_batch_is_bound_by_name_copied_in_and_out_and_split(backend, runtime, 
     backend.TRITONBACKEND_ModelInstanceInitialize(instance)
     sink = _Sink()
     rng = np.random.default_rng(0)
-    pairs = [(rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32)) for n in (1, 3)]
+    pairs = [
+        (rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 4)).astype(np.float32)) for n in (1, 3)
+    ]
     backend.TRITONBACKEND_ModelInstanceExecute(instance, [_request(sink, a, b) for a, b in pairs])
     for (a, b), (outputs, error) in zip(pairs, sink.responses):
         assert error is None
@@ -105,7 +109,9 @@ def test_a_batch_is_bound_by_name_copied_in_and_out_and_split(backend, runtime, 
     assert runtime.allocations == {}
 
 
-def test_the_profile_that_holds_the_batch_is_chosen_and_a_group_can_restrict_them(backend, runtime, tmp_path: Path) -> None:
+def test_the_profile_that_holds_the_batch_is_chosen_and_a_group_can_restrict_them(
+    backend, runtime, tmp_path: Path
+) -> None:
     config = dict(IO, instance_group=[{"name": "m", "count": 1, "kind": "KIND_GPU", "profile": ["0"]}])
     model = _model(tmp_path, config, plan([(1, 2, 4), (5, 8, 16)]))
     backend.TRITONBACKEND_ModelInitialize(model)
@@ -117,8 +123,11 @@ def test_the_profile_that_holds_the_batch_is_chosen_and_a_group_can_restrict_the
     assert sink.responses[0][1] is None and free.state["context"].profiles_set == [1]
     restricted = ModelInstance("m_0", "KIND_GPU", 0, model)
     backend.TRITONBACKEND_ModelInstanceInitialize(restricted)
-    with pytest.raises(TritonError, match=r"no optimization profile of the engine accepts the input shapes "
-                       r"\(INPUT0 \[6, 4\], INPUT1 \[6, 4\]\)"):
+    with pytest.raises(
+        TritonError,
+        match=r"no optimization profile of the engine accepts the input shapes "
+        r"\(INPUT0 \[6, 4\], INPUT1 \[6, 4\]\)",
+    ):
         backend.TRITONBACKEND_ModelInstanceExecute(restricted, [_request(_Sink(), a, a)])
 
 
@@ -127,10 +136,18 @@ def test_the_profile_that_holds_the_batch_is_chosen_and_a_group_can_restrict_the
     [
         (IO, "KIND_CPU", plan([(1, 4, 16)]), "TensorRT engines run only on GPUs, but instance 'm_0' is KIND_CPU"),
         (IO, "KIND_GPU", b"\x00not an engine", "TensorRT could not deserialize"),
-        (dict(IO, input=[{"name": "IN", "data_type": "TYPE_FP32", "dims": [4]}]), "KIND_GPU", plan([(1, 4, 16)]),
-         "unexpected inference input 'IN', allowed inputs are: INPUT0, INPUT1"),
-        (dict(IO, output=[{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [4]}]), "KIND_GPU", plan([(1, 4, 16)]),
-         "unexpected datatype TYPE_INT32 for inference output 'OUTPUT0', expecting TYPE_FP32"),
+        (
+            dict(IO, input=[{"name": "IN", "data_type": "TYPE_FP32", "dims": [4]}]),
+            "KIND_GPU",
+            plan([(1, 4, 16)]),
+            "unexpected inference input 'IN', allowed inputs are: INPUT0, INPUT1",
+        ),
+        (
+            dict(IO, output=[{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [4]}]),
+            "KIND_GPU",
+            plan([(1, 4, 16)]),
+            "unexpected datatype TYPE_INT32 for inference output 'OUTPUT0', expecting TYPE_FP32",
+        ),
     ],
 )
 def test_instance_errors(backend, runtime, tmp_path: Path, config, kind: str, data: bytes, message: str) -> None:
@@ -149,6 +166,11 @@ def test_without_gpu_and_packages_the_message_names_each_missing_part(backend, m
     with pytest.raises(TritonError) as info:
         backend.TRITONBACKEND_ModelInitialize(model)
     message = info.value.message
-    assert message.startswith("the tensorrt backend runs TensorRT engines on NVIDIA GPUs; this machine lacks an NVIDIA GPU")
-    assert "the tensorrt package (import of tensorrt halted; None in sys.modules; pip install 'tritium[tensorrt]')" in message
+    assert message.startswith(
+        "the tensorrt backend runs TensorRT engines on NVIDIA GPUs; this machine lacks an NVIDIA GPU"
+    )
+    assert (
+        "the tensorrt package (import of tensorrt halted; None in sys.modules; pip install 'tritium[tensorrt]')"
+        in message
+    )
     assert "the cuda-python package (" in message

@@ -20,8 +20,8 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..core.errors import TritonError
 from ..core.progress import Progress
@@ -55,22 +55,37 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tritium-analyzer", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--model-repository", required=True, type=Path, metavar="PATH", help="the model repository")
     p.add_argument("--model", required=True, metavar="NAME", help="the model to search configurations for")
-    p.add_argument("--output", type=Path, default=Path("analyzer_report"), metavar="DIR",
-                   help="report folder (default: analyzer_report)")
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=Path("analyzer_report"),
+        metavar="DIR",
+        help="report folder (default: analyzer_report)",
+    )
     p.add_argument("--quick", action="store_true", help="a few candidates, short measurements (CI)")
     p.add_argument("--latency-budget-ms", type=float, metavar="MS", help="p99 latency budget (constraint)")
     p.add_argument("--min-throughput", type=float, metavar="INFER_PER_S", help="minimum throughput (constraint)")
     p.add_argument("--instances", type=_ints, metavar="N,N", help="instance counts to try")
-    p.add_argument("--max-batch-sizes", type=_ints, metavar="N,N",
-                   help="max_batch_size values to try (batching models; at most the config's own)")
+    p.add_argument(
+        "--max-batch-sizes",
+        type=_ints,
+        metavar="N,N",
+        help="max_batch_size values to try (batching models; at most the config's own)",
+    )
     p.add_argument("--queue-delays-us", type=_ints, metavar="US,US", help="dynamic batcher queue delays to try")
     p.add_argument("--concurrency", type=_ints, metavar="N,N", help="client concurrencies to sweep")
     p.add_argument("--measurement-ms", type=int, metavar="MS", help="perf_analyzer measurement window")
     p.add_argument("--protocol", choices=["grpc", "http"], default="grpc", help="perf_analyzer's protocol")
-    p.add_argument("--perf-arg", action="append", default=[], metavar="ARG",
-                   help="an extra perf_analyzer flag, e.g. --perf-arg=--shape=INPUT0:4 (repeatable)")
-    p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                   help="an extra tritium-server flag (repeatable)")
+    p.add_argument(
+        "--perf-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra perf_analyzer flag, e.g. --perf-arg=--shape=INPUT0:4 (repeatable)",
+    )
+    p.add_argument(
+        "--server-arg", action="append", default=[], metavar="ARG", help="an extra tritium-server flag (repeatable)"
+    )
     return p
 
 
@@ -111,10 +126,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = candidates(config, space)
     constraints = Constraints(args.latency_budget_ms, args.min_throughput)
     mode = "quick" if args.quick else "full"
-    perf_args = ["--measurement-interval", str(space.measurement_ms), "--stability-percentage", "10000",
-                 "--max-trials", "3", *args.perf_arg]
-    log.info("searching %d configurations of '%s' x concurrency %s (%s mode)", len(found), args.model,
-             ",".join(map(str, space.concurrency)), mode)
+    perf_args = [
+        "--measurement-interval",
+        str(space.measurement_ms),
+        "--stability-percentage",
+        "10000",
+        "--max-trials",
+        "3",
+        *args.perf_arg,
+    ]
+    log.info(
+        "searching %d configurations of '%s' x concurrency %s (%s mode)",
+        len(found),
+        args.model,
+        ",".join(map(str, space.concurrency)),
+        mode,
+    )
     progress = Progress(log, f"measuring '{args.model}'", len(found) * len(space.concurrency), unit="runs")
     results: list[Result] = []
     start = time.monotonic()
@@ -122,9 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, candidate in enumerate(found):
             try:
                 result = measure_candidate(
-                    repository, args.model, candidate, Path(work) / f"{i:02d}_{candidate.slug}",
-                    space.concurrency, perf_args, args.protocol, args.server_arg,
-                    on_point=lambda _p: progress.update(1), run_timeout_s=space.run_timeout_s,
+                    repository,
+                    args.model,
+                    candidate,
+                    Path(work) / f"{i:02d}_{candidate.slug}",
+                    space.concurrency,
+                    perf_args,
+                    args.protocol,
+                    args.server_arg,
+                    on_point=lambda _p: progress.update(1),
+                    run_timeout_s=space.run_timeout_s,
                 )
             except PerfAnalyzerError as exc:
                 print(f"tritium-analyzer: error: {exc}", file=sys.stderr)
@@ -133,16 +167,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log.warning("%s: not measured: %s", candidate.label, result.error.splitlines()[0])
             results.append(result)
     progress.close()
-    notes = [f"Measured in {time.monotonic() - start:.0f} s with perf_analyzer on the same machine as the server "
-             "(its CPU is part of every number)."]
+    notes = [
+        f"Measured in {time.monotonic() - start:.0f} s with perf_analyzer on the same machine as the server "
+        "(its CPU is part of every number)."
+    ]
     choice = write_report(args.output, args.model, mode, results, constraints, notes)
     if choice is None:
         print(f"tritium-analyzer: nothing could be measured; see {args.output / 'report.html'}", file=sys.stderr)
         return 2
     p = choice.point
-    print(f"{'best' if choice.met else 'no configuration meets the constraints; fastest'}: "
-          f"{choice.result.candidate.label} at concurrency {p.concurrency}: {p.throughput:,.1f} infer/s, "
-          f"p99 {p.p99_us / 1000:.2f} ms")
+    print(
+        f"{'best' if choice.met else 'no configuration meets the constraints; fastest'}: "
+        f"{choice.result.candidate.label} at concurrency {p.concurrency}: {p.throughput:,.1f} infer/s, "
+        f"p99 {p.p99_us / 1000:.2f} ms"
+    )
     print(f"report: {args.output / 'report.html'}; config: {args.output / 'best' / 'config.pbtxt'}")
     return 0 if choice.met else 1
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ..perf import Measurement
 from .run import Result
@@ -81,11 +81,21 @@ def _plots(results: Sequence[Result], choice: Choice | None, constraints: Constr
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     for r in measured:
         best = choice is not None and r is choice.result
-        ax.plot([p.p99_us / 1000 for p in r.points], [p.throughput for p in r.points], marker="o",
-                linewidth=2.5 if best else 1.0, label=r.candidate.label + (" (best)" if best else ""))
+        ax.plot(
+            [p.p99_us / 1000 for p in r.points],
+            [p.throughput for p in r.points],
+            marker="o",
+            linewidth=2.5 if best else 1.0,
+            label=r.candidate.label + (" (best)" if best else ""),
+        )
         for p in r.points:
-            ax.annotate(f"c{p.concurrency}", (p.p99_us / 1000, p.throughput), fontsize=7,
-                        textcoords="offset points", xytext=(3, 3))
+            ax.annotate(
+                f"c{p.concurrency}",
+                (p.p99_us / 1000, p.throughput),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
     if constraints.p99_ms is not None:
         ax.axvline(constraints.p99_ms, color="red", linestyle="--", linewidth=1, label="p99 budget")
     if constraints.min_throughput is not None:
@@ -120,9 +130,17 @@ def _plots(results: Sequence[Result], choice: Choice | None, constraints: Constr
 
 
 def _row(r: Result, p: Measurement, constraints: Constraints, best: bool) -> str:
-    cells = [r.candidate.label, str(p.concurrency), f"{p.throughput:,.1f}", f"{p.p50_us / 1000:.2f}",
-             f"{p.p99_us / 1000:.2f}", f"{p.server_cpu_us:,.0f}", f"{p.worker_cpu_us:,.0f}", f"{p.client_cpu_us:,.0f}",
-             "yes" if constraints.met(p) else "no"]
+    cells = [
+        r.candidate.label,
+        str(p.concurrency),
+        f"{p.throughput:,.1f}",
+        f"{p.p50_us / 1000:.2f}",
+        f"{p.p99_us / 1000:.2f}",
+        f"{p.server_cpu_us:,.0f}",
+        f"{p.worker_cpu_us:,.0f}",
+        f"{p.client_cpu_us:,.0f}",
+        "yes" if constraints.met(p) else "no",
+    ]
     style = ' style="font-weight:bold;background:#e8f4e8"' if best else ""
     return f"<tr{style}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
 
@@ -137,25 +155,51 @@ def write_report(
     if choice is not None:
         (out / "best").mkdir(exist_ok=True)
         (out / "best" / "config.pbtxt").write_text(choice.result.config)
-    (out / "results.json").write_text(json.dumps({
-        "model": model, "mode": mode, "constraints": asdict(constraints),
-        "best": None if choice is None else {"candidate": asdict(choice.result.candidate),
-                                             "concurrency": choice.point.concurrency, "met": choice.met},
-        "results": [{"candidate": asdict(r.candidate), "label": r.candidate.label, "error": r.error,
-                     "points": [asdict(p) for p in r.points]} for r in results],
-    }, indent=2))
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "model": model,
+                "mode": mode,
+                "constraints": asdict(constraints),
+                "best": None
+                if choice is None
+                else {
+                    "candidate": asdict(choice.result.candidate),
+                    "concurrency": choice.point.concurrency,
+                    "met": choice.met,
+                },
+                "results": [
+                    {
+                        "candidate": asdict(r.candidate),
+                        "label": r.candidate.label,
+                        "error": r.error,
+                        "points": [asdict(p) for p in r.points],
+                    }
+                    for r in results
+                ],
+            },
+            indent=2,
+        )
+    )
     if choice is None:
         verdict = "<p><b>Nothing could be measured.</b></p>"
     else:
         p = choice.point
-        verdict = (f"<p>{'Best configuration' if choice.met else '<b>No configuration meets the constraints</b>; the fastest'}: "
-                   f"<b>{html.escape(choice.result.candidate.label)}</b> at concurrency {p.concurrency}: "
-                   f"{p.throughput:,.1f} infer/s, p99 {p.p99_us / 1000:.2f} ms, server CPU "
-                   f"{p.server_cpu_us + p.worker_cpu_us:,.0f} µs per inference.</p>"
-                   f"<h2>Its config.pbtxt</h2><pre>{html.escape(choice.result.config)}</pre>")
-    rows = [_row(r, p, constraints, choice is not None and r is choice.result and p is choice.point)
-            for r in results for p in r.points]
-    failed = [f"<li>{html.escape(r.candidate.label)}: <pre>{html.escape(r.error)}</pre></li>" for r in results if r.error]
+        verdict = (
+            f"<p>{'Best configuration' if choice.met else '<b>No configuration meets the constraints</b>; the fastest'}: "
+            f"<b>{html.escape(choice.result.candidate.label)}</b> at concurrency {p.concurrency}: "
+            f"{p.throughput:,.1f} infer/s, p99 {p.p99_us / 1000:.2f} ms, server CPU "
+            f"{p.server_cpu_us + p.worker_cpu_us:,.0f} µs per inference.</p>"
+            f"<h2>Its config.pbtxt</h2><pre>{html.escape(choice.result.config)}</pre>"
+        )
+    rows = [
+        _row(r, p, constraints, choice is not None and r is choice.result and p is choice.point)
+        for r in results
+        for p in r.points
+    ]
+    failed = [
+        f"<li>{html.escape(r.candidate.label)}: <pre>{html.escape(r.error)}</pre></li>" for r in results if r.error
+    ]
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>tritium-analyzer: {html.escape(model)}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse}}

@@ -17,9 +17,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ..core.model_repository.dependencies import composing_of
 from ..perf import Measurement, PerfAnalyzerError, measure, stop_process
@@ -89,9 +89,18 @@ class _Server:
     def __init__(self, repository: Path, log: Path, server_args: Sequence[str] = ()) -> None:
         self.http_port, self.grpc_port = _free_port(), _free_port()
         self.log = log
-        cmd = [sys.executable, "-m", "tritium", f"--model-repository={repository}",
-               f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}", "--allow-metrics=false",
-               "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", *server_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tritium",
+            f"--model-repository={repository}",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            "--allow-metrics=false",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            *server_args,
+        ]
         self._file = open(log, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._file, stderr=subprocess.STDOUT)
 
@@ -166,8 +175,16 @@ def measure_candidate(
         url = f"127.0.0.1:{server.grpc_port if protocol == 'grpc' else server.http_port}"
         for n in concurrency:
             try:
-                point = measure(model, url, protocol, n, server.proc.pid, work / f"c{n}.csv", list(perf_args),
-                                timeout_s=run_timeout_s)
+                point = measure(
+                    model,
+                    url,
+                    protocol,
+                    n,
+                    server.proc.pid,
+                    work / f"c{n}.csv",
+                    list(perf_args),
+                    timeout_s=run_timeout_s,
+                )
             except PerfAnalyzerError as exc:
                 if "not found" in str(exc) or "needs lib" in str(exc):
                     raise

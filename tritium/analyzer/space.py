@@ -75,11 +75,24 @@ class Space:
 
 
 #: --quick: a few configurations, short measurement windows (CI; about a minute on add_sub)
-QUICK = Space(instances=(1, 2), max_batch_sizes=(), queue_delays_us=(100,), preferred=False,
-              concurrency=(1, 4), measurement_ms=500)
+QUICK = Space(
+    instances=(1, 2),
+    max_batch_sizes=(),
+    queue_delays_us=(100,),
+    preferred=False,
+    concurrency=(1, 4),
+    measurement_ms=500,
+)
 #: the default (full) search
-FULL = Space(instances=(1, 2, 4), max_batch_sizes=(), queue_delays_us=(0, 500, 2000), preferred=True,
-             concurrency=(1, 2, 4, 8, 16), measurement_ms=3000, halve_batch=True)
+FULL = Space(
+    instances=(1, 2, 4),
+    max_batch_sizes=(),
+    queue_delays_us=(0, 500, 2000),
+    preferred=True,
+    concurrency=(1, 2, 4, 8, 16),
+    measurement_ms=3000,
+    halve_batch=True,
+)
 
 
 def base_config(model_dir: Path) -> mc.ModelConfig:

@@ -26,15 +26,16 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ...errors import Code, TritonError
 from ...tensor import serialize_bytes, tensor_from_buffer
-from ...types import DataType, DATATYPES, element_count
+from ...types import DATATYPES, DataType, element_count
 from ..api import Backend, Model, ModelInstance, Request
 from .build import load_shim
 
@@ -96,7 +97,7 @@ class _Registry:
         self.requests: dict[int, _Request] = {}
         self.buffers: dict[int, _Buffer] = {}
         self.parameters: dict[int, dict[str, Any]] = {}
-        self.models: dict[int, "NativeBackend"] = {}
+        self.models: dict[int, NativeBackend] = {}
         self._ids = itertools.count(1)
 
     def new_id(self) -> int:
@@ -130,9 +131,7 @@ class NativeBackend:
         self.name = backend
         self._handle = self.lib.tritium_dlopen(str(path).encode())
         if self._handle == self.ffi.NULL:
-            raise TritonError(
-                Code.NOT_FOUND, f"unable to load shared library: {self._dlerror()}"
-            )
+            raise TritonError(Code.NOT_FOUND, f"unable to load shared library: {self._dlerror()}")
         self._fns: dict[str, Any] = {}
         for name in ENTRY_POINTS:
             address = self.lib.tritium_dlsym(self._handle, name.encode())
@@ -518,8 +517,13 @@ def _install_callbacks(ffi: Any) -> None:
     @ffi.def_extern(name="tritium_py_log")
     def log_message(level: int, filename: Any, line: int, msg: Any) -> None:
         py_level = _LOG_LEVELS[level] if 0 <= level < len(_LOG_LEVELS) else logging.INFO
-        log.log(py_level, "%s:%d] %s", ffi.string(filename).decode(errors="replace"), line,
-                ffi.string(msg).decode(errors="replace"))
+        log.log(
+            py_level,
+            "%s:%d] %s",
+            ffi.string(filename).decode(errors="replace"),
+            line,
+            ffi.string(msg).decode(errors="replace"),
+        )
 
     @ffi.def_extern(name="tritium_py_model_set_config")
     @guarded

@@ -78,6 +78,9 @@ def TRITONBACKEND_ModelInstanceFinalize(instance: ModelInstance) -> None:
 
 
 def _kserve(dtype: np.dtype) -> str:
-    return {np.dtype("float32"): "FP32", np.dtype("float64"): "FP64", np.dtype("int32"): "INT32", np.dtype("int64"): "INT64"}[
-        np.dtype(dtype)
-    ]
+    return {
+        np.dtype("float32"): "FP32",
+        np.dtype("float64"): "FP64",
+        np.dtype("int32"): "INT32",
+        np.dtype("int64"): "INT64",
+    }[np.dtype(dtype)]

@@ -13,8 +13,8 @@ Runs inside the worker process that hosts the model; nothing here touches the se
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class LlamaModel:
     """
 
     def __init__(self, path: str, max_model_len: int = 2048) -> None:
-        from gguf import GGUFReader, GGMLQuantizationType
+        from gguf import GGMLQuantizationType, GGUFReader
         from gguf.quants import dequantize
 
         reader = GGUFReader(path)
@@ -110,18 +110,21 @@ class LlamaModel:
         self.layers = []
         for i in range(self.n_layers):
             p = f"blk.{i}."
-            self.layers.append({
-                "attn_norm": weights[p + "attn_norm.weight"],
-                "ffn_norm": weights[p + "ffn_norm.weight"],
-                # [out, in] matrices, used transposed (x @ w.T: BLAS reads them in place);
-                # q, k and v in one matrix and gate and up in one: fewer matmuls per layer
-                "qkv": np.concatenate(
-                    [weights[p + "attn_q.weight"], weights[p + "attn_k.weight"], weights[p + "attn_v.weight"]]),
-                "wo": weights[p + "attn_output.weight"],
-                "gate_up": np.concatenate([weights[p + "ffn_gate.weight"], weights[p + "ffn_up.weight"]]),
-                "down": weights[p + "ffn_down.weight"],
-            })
-        self.hidden = weights[f"blk.0.ffn_gate.weight"].shape[0]
+            self.layers.append(
+                {
+                    "attn_norm": weights[p + "attn_norm.weight"],
+                    "ffn_norm": weights[p + "ffn_norm.weight"],
+                    # [out, in] matrices, used transposed (x @ w.T: BLAS reads them in place);
+                    # q, k and v in one matrix and gate and up in one: fewer matmuls per layer
+                    "qkv": np.concatenate(
+                        [weights[p + "attn_q.weight"], weights[p + "attn_k.weight"], weights[p + "attn_v.weight"]]
+                    ),
+                    "wo": weights[p + "attn_output.weight"],
+                    "gate_up": np.concatenate([weights[p + "ffn_gate.weight"], weights[p + "ffn_up.weight"]]),
+                    "down": weights[p + "ffn_down.weight"],
+                }
+            )
+        self.hidden = weights["blk.0.ffn_gate.weight"].shape[0]
         self.tokenizer, self.eos_ids = self._tokenizer(meta)
         self.chat_template = value("tokenizer.chat_template") if "tokenizer.chat_template" in meta else None
 
@@ -135,13 +138,18 @@ class LlamaModel:
         kinds = meta["tokenizer.ggml.token_type"].contents()
         merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"].contents()]
         tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ])
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
         tokenizer.decoder = decoders.ByteLevel()
-        special = [AddedToken(t, special=True, normalized=False)
-                   for t, kind in zip(tokens, kinds) if kind in (_CONTROL, _USER_DEFINED)]
+        special = [
+            AddedToken(t, special=True, normalized=False)
+            for t, kind in zip(tokens, kinds)
+            if kind in (_CONTROL, _USER_DEFINED)
+        ]
         tokenizer.add_special_tokens(special)
         eos = {int(meta["tokenizer.ggml.eos_token_id"].contents())}
         for name in ("<|endoftext|>", "<|im_end|>"):
@@ -154,8 +162,8 @@ class LlamaModel:
     def _rope(self, x: np.ndarray, start: int) -> np.ndarray:
         """Rotate pairs (2i, 2i+1) of each head: GGUF's llama q/k weights are permuted for this."""
         t = x.shape[0]
-        cos = self._cos[start:start + t][:, None, :]
-        sin = self._sin[start:start + t][:, None, :]
+        cos = self._cos[start : start + t][:, None, :]
+        sin = self._sin[start : start + t][:, None, :]
         even, odd = x[..., 0::2], x[..., 1::2]
         out = np.empty_like(x)
         out[..., 0::2] = even * cos - odd * sin
@@ -178,8 +186,8 @@ class LlamaModel:
         for layer, kv in zip(self.layers, cache):
             h = _rms_norm(x, layer["attn_norm"], self.eps) @ layer["qkv"].T
             q = self._rope(h[:, :q_dim].reshape(t, self.n_heads, self.head_dim), start)
-            k = self._rope(h[:, q_dim:q_dim + kv_dim].reshape(t, self.n_kv_heads, self.head_dim), start)
-            v = h[:, q_dim + kv_dim:].reshape(t, self.n_kv_heads, self.head_dim)
+            k = self._rope(h[:, q_dim : q_dim + kv_dim].reshape(t, self.n_kv_heads, self.head_dim), start)
+            v = h[:, q_dim + kv_dim :].reshape(t, self.n_kv_heads, self.head_dim)
             kv[0] = np.concatenate([kv[0], k])
             kv[1] = np.concatenate([kv[1], v])
             keys = np.repeat(kv[0], group, axis=1).transpose(1, 2, 0)  # [heads, head_dim, total]
@@ -190,7 +198,7 @@ class LlamaModel:
             attn = (scores @ values).transpose(1, 0, 2).reshape(t, self.dim)
             x = x + attn @ layer["wo"].T
             gate_up = _rms_norm(x, layer["ffn_norm"], self.eps) @ layer["gate_up"].T
-            x = x + (_silu(gate_up[:, :self.hidden]) * gate_up[:, self.hidden:]) @ layer["down"].T
+            x = x + (_silu(gate_up[:, : self.hidden]) * gate_up[:, self.hidden :]) @ layer["down"].T
         last = _rms_norm(x[-1], self.output_norm, self.eps)
         return self.output @ last
 
@@ -211,7 +219,8 @@ class LlamaModel:
         """
         if not prompt_ids or len(prompt_ids) >= self.max_model_len:
             raise ValueError(
-                f"the prompt has {len(prompt_ids)} tokens; this model accepts 1 to {self.max_model_len - 1}")
+                f"the prompt has {len(prompt_ids)} tokens; this model accepts 1 to {self.max_model_len - 1}"
+            )
         rng = np.random.default_rng(params.seed)
         counts = np.zeros(self.output.shape[0], dtype=np.float32)
         cache: list[list[np.ndarray]] = []

@@ -151,7 +151,9 @@ class TritonPythonModel:
         n = sampling.pop("n", 1)
         ids = self.llm.encode(prompt)
         if len(ids) >= self.llm.max_model_len:
-            raise ValueError(f"the prompt has {len(ids)} tokens; this model accepts at most {self.llm.max_model_len - 1}")
+            raise ValueError(
+                f"the prompt has {len(ids)} tokens; this model accepts at most {self.llm.max_model_len - 1}"
+            )
         return {
             "prompt": prompt,
             "ids": ids,
@@ -193,13 +195,16 @@ class TritonPythonModel:
                     reasons[i] = piece.finish_reason
                 if job["stream"] and (piece.text or piece.finish_reason is not None):
                     last = i == n - 1 and piece.finish_reason is not None
-                    sender.send(self._response(job, texts, reasons, tokens),
-                                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0)
+                    sender.send(
+                        self._response(job, texts, reasons, tokens),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if last else 0,
+                    )
                     texts = [""] * n
                     tokens = [0] * n
         if not job["stream"]:
-            sender.send(self._response(job, texts, reasons, tokens),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                self._response(job, texts, reasons, tokens), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+            )
 
     def _response(self, job, texts, reasons, tokens):
         outputs = [pb_utils.Tensor("text_output", np.array([t.encode("utf-8") for t in texts], dtype=np.object_))]

@@ -14,7 +14,5 @@ class TritonPythonModel:
             value = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             if int(value.reshape(-1)[0]) == 1:
                 raise ValueError("INPUT0 was 1")
-            responses.append(
-                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT0", value)])
-            )
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT0", value)]))
         return responses

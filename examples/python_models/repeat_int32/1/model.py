@@ -22,12 +22,8 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(
                 "model '{}' needs the decoupled transaction policy".format(args["model_name"])
             )
-        self.out_dtype = pb_utils.triton_string_to_numpy(
-            pb_utils.get_output_config_by_name(config, "OUT")["data_type"]
-        )
-        self.idx_dtype = pb_utils.triton_string_to_numpy(
-            pb_utils.get_output_config_by_name(config, "IDX")["data_type"]
-        )
+        self.out_dtype = pb_utils.triton_string_to_numpy(pb_utils.get_output_config_by_name(config, "OUT")["data_type"])
+        self.idx_dtype = pb_utils.triton_string_to_numpy(pb_utils.get_output_config_by_name(config, "IDX")["data_type"])
         self.lock = threading.Lock()
         self.in_flight = 0
         self.idle = threading.Condition(self.lock)

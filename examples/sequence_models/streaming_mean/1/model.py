@@ -20,14 +20,8 @@ class TritonPythonModel:
             if not ready:  # a null request filling an idle batch slot: nothing to do
                 responses.append(pb_utils.InferenceResponse([]))
                 continue
-            chunk = (
-                pb_utils.get_input_tensor_by_name(request, "AUDIO_CHUNK")
-                .as_numpy()
-                .astype(np.float64)
-            )
-            acc = (
-                pb_utils.get_input_tensor_by_name(request, "ACCUMULATOR_IN").as_numpy().reshape(-1)
-            )
+            chunk = pb_utils.get_input_tensor_by_name(request, "AUDIO_CHUNK").as_numpy().astype(np.float64)
+            acc = pb_utils.get_input_tensor_by_name(request, "ACCUMULATOR_IN").as_numpy().reshape(-1)
             total = acc[0] + chunk.sum()
             count = acc[1] + chunk.size
             mean = total / count if count else 0.0
