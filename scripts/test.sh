@@ -44,4 +44,6 @@ fi
 # perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
 "$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
   || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2
+# ruff (rules and formatter) and mypy: a lint or type error fails the run before the tests start
+./scripts/lint.sh "$VENV/bin/python"
 exec "$VENV/bin/python" -m pytest "$@"
