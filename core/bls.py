@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Code, TritonError
@@ -30,7 +30,7 @@ from .worker.protocol import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory.pool import TensorPool
-    from .model import Model
+    from .servable import Servable
     from .worker.process import WorkerProcess
 
 
@@ -43,11 +43,11 @@ class BlsServer(Protocol):
 
     pool: TensorPool
 
-    def model(self, name: str, version: str = "") -> Model: ...
+    def model(self, name: str, version: str = "") -> Servable: ...
 
     def model_ready(self, name: str, version: str = "") -> bool: ...
 
-    def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]: ...
+    def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]: ...
 
     async def load_model(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None: ...
 

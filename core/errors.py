@@ -7,6 +7,7 @@ them once to its transport's status (see :mod:`tritium.frontends.base`).
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 __all__ = ["Code", "TritonError", "clip", "CLIP_CHARS"]
 
@@ -72,10 +73,10 @@ class TritonError(Exception):
         return [int(self.code), self.message]
 
     @classmethod
-    def from_wire(cls, wire: list[object]) -> TritonError:
+    def from_wire(cls, wire: list[Any]) -> TritonError:
         """Rebuild an error sent by :meth:`to_wire`; unknown codes become UNKNOWN."""
         try:
-            code = Code(int(wire[0]))  # type: ignore[arg-type]
+            code = Code(int(wire[0]))
         except (ValueError, TypeError, IndexError):
             code = Code.UNKNOWN
         message = str(wire[1]) if len(wire) > 1 else "unknown error"

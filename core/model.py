@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from .errors import Code, TritonError
@@ -131,12 +131,12 @@ class Model(BatcherServices):
     def instance_ready(self, instance: ModelInstance) -> None:
         """Callback: ``instance`` can take batches."""
         if not self._stopping:
-            self.scheduler.add_executor(instance)  # type: ignore[arg-type]
+            self.scheduler.add_executor(instance)
 
     def instance_lost(self, instance: ModelInstance, how: str) -> None:
         """Callback: ``instance``'s worker is gone (``how``)."""
         del how
-        self.scheduler.remove_executor(instance)  # type: ignore[arg-type]
+        self.scheduler.remove_executor(instance)
 
     @property
     def active(self) -> int:
@@ -226,7 +226,7 @@ class Model(BatcherServices):
         self.submit(request, done)
         return await future
 
-    async def infer_stream(self, request: InferenceRequest):  # type: ignore[no-untyped-def]
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request and yield each response as it comes (decoupled models: zero or more).
 
         A caller that stops early (closes the iterator, or is cancelled) leaves no response

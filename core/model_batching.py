@@ -67,7 +67,7 @@ class BatcherServices:
                 pos += nbytes
                 pending = payload.context
                 old = pending.blocks[index]
-                pending.blocks[index] = shared  # type: ignore[call-overload]
+                pending.blocks[index] = shared
                 if isinstance(old, SharedBlock):
                     old.release()
                 else:

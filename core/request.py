@@ -63,9 +63,9 @@ class InferInput:
         if dt is None:
             raise ValueError(f"no KServe datatype for numpy dtype {array.dtype}")
         if dt.is_bytes:
-            data: bytes | memoryview = serialize_bytes(array)  # type: ignore[assignment]
+            data: bytes | memoryview = serialize_bytes(array)
         else:
-            data = memoryview(np.ascontiguousarray(array, dtype=dt.numpy)).cast("B")
+            data = memoryview(np.ascontiguousarray(array, dtype=dt.numpy)).cast("B")  # type: ignore[arg-type]  # numpy 1.26 stubs: ndarray lacks __buffer__
         return cls(name, dt.name, [int(d) for d in array.shape], data)
 
 

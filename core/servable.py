@@ -15,7 +15,7 @@ Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Code, TritonError
@@ -98,7 +98,7 @@ class Servable(Protocol):
         """Run one request and return its single response (released by the caller)."""
         ...
 
-    def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request and yield each response (decoupled models: zero or more, then a final one)."""
         ...
 

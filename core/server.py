@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from .. import __version__
@@ -325,7 +325,7 @@ class InferenceServer:
         if not self._inflight:
             self._idle.set()
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request and yield every response (decoupled models send zero or more)."""
         self._admit()
         model = self.model(request.model_name, request.model_version)

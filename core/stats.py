@@ -245,7 +245,7 @@ def parse_metrics_config(settings: dict[str, str]) -> dict[str, Any]:
                     "(Triton 2.51 reports none either); use summary_latencies=true"
                 )
             raise ValueError(f"unknown --metrics-config setting '{key}'")
-    quantiles = DEFAULT_QUANTILES
+    quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
     if "summary_quantiles" in settings:
         parsed = []
         for item in settings["summary_quantiles"].split(","):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
@@ -59,6 +60,10 @@ def serialized_bytes_size(array: np.ndarray) -> int:
     return 4 * flat.size + sum(len(x) for x in flat)
 
 
+@overload
+def serialize_bytes(array: np.ndarray, out: None = None) -> bytes: ...
+@overload
+def serialize_bytes(array: np.ndarray, out: memoryview) -> int: ...
 def serialize_bytes(array: np.ndarray, out: memoryview | None = None) -> bytes | int:
     """Serialize a BYTES tensor to length-prefixed elements (row-major order).
 
@@ -144,6 +149,6 @@ def tensor_from_buffer(datatype: DataType, shape: Sequence[int], buffer: memoryv
 def tensor_to_buffer(datatype: DataType, array: np.ndarray) -> bytes | memoryview:
     """Return the wire bytes of ``array`` (a view when it is already contiguous)."""
     if datatype.is_bytes:
-        return serialize_bytes(array)  # type: ignore[return-value]
+        return serialize_bytes(array)
     array = np.ascontiguousarray(array, dtype=datatype.numpy)
-    return memoryview(array).cast("B")
+    return memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy 1.26 stubs: ndarray lacks __buffer__

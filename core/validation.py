@@ -281,12 +281,12 @@ def _uniform_count(view: memoryview) -> int | None:
     if end % stride:
         return None
     count = end // stride
-    lengths = np.ndarray((count,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
+    lengths: np.ndarray = np.ndarray((count,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
     return count if bool((lengths == size).all()) else None
 
 
 def check_bytes_elements(
-    sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes
+    sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes | bytearray
 ) -> None:
     """Check that a BYTES input holds exactly as many well-formed elements as its shape says.
 

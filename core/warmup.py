@@ -56,7 +56,7 @@ def _input_bytes(model_path: Path, sample: str, name: str, spec: dict[str, Any],
             )
         return dt.name, data if dt.is_bytes else data[: count * dt.itemsize]
     if dt.is_bytes:
-        return dt.name, serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[return-value]
+        return dt.name, serialize_bytes(np.array([b""] * count, dtype=object))
     if spec.get("random_data"):
         rng = np.random.default_rng()
         if dt.numpy.kind == "f":

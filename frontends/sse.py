@@ -13,7 +13,7 @@ runs on the core's event loop.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, TypeVar
 
@@ -41,7 +41,7 @@ def event(payload: Any, compact: bool = True) -> bytes:
     return frame(json.dumps(payload, ensure_ascii=False, separators=separators).encode("utf-8"))
 
 
-async def primed(items: AsyncIterator[T]) -> AsyncIterator[T]:
+async def primed(items: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
     """``items`` with its first item awaited now.
 
     An error raised before the first item (a request refused before any output)
@@ -54,11 +54,11 @@ async def primed(items: AsyncIterator[T]) -> AsyncIterator[T]:
     except StopAsyncIteration:
         first = []
     except BaseException:
-        await items.aclose()  # type: ignore[attr-defined]
+        await items.aclose()
         raise
 
-    async def chained() -> AsyncIterator[T]:
-        async with aclosing(items):  # type: ignore[type-var]
+    async def chained() -> AsyncGenerator[T, None]:
+        async with aclosing(items):
             for item in first:
                 yield item
             async for item in items:

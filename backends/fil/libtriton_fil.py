@@ -136,8 +136,8 @@ def _predictor(settings: dict[str, Any], path: str) -> tuple[Callable[[np.ndarra
         try:
             import lightgbm
         except ImportError:
-            lightgbm = None
-        if lightgbm is not None:
+            pass  # treelite's GTIL below
+        else:
             booster = lightgbm.Booster(model_file=path)
             options = {"num_threads": threads} if threads > 0 else {}
 

@@ -133,9 +133,9 @@ def _import_model(path: str, version: int) -> types.ModuleType:
     package = str(version)
     existing = sys.modules.get(package)
     if existing is None or list(getattr(existing, "__path__", [])) != [version_dir]:
-        spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
-        spec.submodule_search_locations = [version_dir]
-        sys.modules[package] = importlib.util.module_from_spec(spec)
+        package_spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+        package_spec.submodule_search_locations = [version_dir]
+        sys.modules[package] = importlib.util.module_from_spec(package_spec)
     name = f"{package}.{Path(path).stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

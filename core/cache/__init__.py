@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError
@@ -239,7 +239,7 @@ class CachedModel:
         await self._store(key, response, lookup_ns)
         return response
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """As :meth:`infer`, as a stream of one response."""
         key, hit, lookup_ns = await self._lookup(request)
         if hit is not None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +96,7 @@ class EnsembleRun:
         self.error: TritonError | None = None
 
     # -- driving ---------------------------------------------------------------------------
-    async def responses(self) -> AsyncIterator[InferenceResponse]:
+    async def responses(self) -> AsyncGenerator[InferenceResponse, None]:
         """Run the graph; yield each ensemble response (raises the first step error)."""
         try:
             for inp in self.request.inputs:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from ..classification import classify_output
@@ -169,7 +169,7 @@ class EnsembleModel:
             raise TritonError(Code.INTERNAL, f"in ensemble '{self.name}', no response was produced")
         return final
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request; yield each ensemble response, then a final one.
 
         A decoupled ensemble yields a response per completed set of outputs

@@ -24,7 +24,7 @@ import bisect
 import ctypes
 import mmap
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import Code, TritonError
@@ -372,7 +372,7 @@ class SegmentTable:
     def __contains__(self, seg_id: int) -> bool:
         return seg_id in self._segments
 
-    def __iter__(self) -> Iterable[Segment]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Segment]:
         return iter(list(self._segments.values()))
 
     def resolve(self, seg_id: int, offset: int, nbytes: int) -> memoryview:

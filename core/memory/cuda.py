@@ -50,9 +50,9 @@ _HANDLE_BYTES = 64  # sizeof(cudaIpcMemHandle_t)
 def _runtime() -> Any:
     """cuda-python's runtime module (``cuda.bindings.runtime``, or ``cuda.cudart`` before 12.6)."""
     try:
-        from cuda.bindings import runtime  # type: ignore[import-not-found]
+        from cuda.bindings import runtime
     except ImportError:
-        from cuda import cudart as runtime  # type: ignore[import-not-found,no-redef]
+        from cuda import cudart as runtime
     return runtime
 
 

@@ -149,7 +149,7 @@ async def load_version(
     :raises TritonError: why the version cannot load (its instances are stopped).
     """
     log.info("loading: %s:%d", name, version)
-    settings = {
+    settings: dict[str, Any] = {
         "backend": config.backend,
         "model_name": name,
         "version": version,

@@ -46,9 +46,9 @@ class ModelLookups:
             raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' is not found")
         if not version:
             for v in sorted(entry.versions, reverse=True):
-                status = entry.versions[v]
-                if status.state == ModelState.READY and status.model is not None:
-                    return status.model
+                candidate = entry.versions[v]
+                if candidate.state == ModelState.READY and candidate.model is not None:
+                    return candidate.model
             raise TritonError(Code.NOT_FOUND, f"Request for unknown model: '{clip(name)}' has no available versions")
         try:
             number = int(version)

@@ -317,9 +317,9 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 self._unload_users(name)
         changed = []
         for name, source in sources.items():
-            entry = self.models.get(name)
+            known = self.models.get(name)
             mark = await asyncio.to_thread(fingerprint, source.path)
-            if entry is None or entry.fingerprint != mark:
+            if known is None or known.fingerprint != mark:
                 changed.append(source)
         names = {src.name for src in changed}
         for layer in load_layers(changed):  # composing models first, then the ensembles using them

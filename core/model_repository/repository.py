@@ -137,7 +137,7 @@ def read_labels(model_path: Path, config: dict[str, Any]) -> dict[str, list[str]
 
 def fingerprint(path: Path) -> tuple[tuple[str, int, int], ...]:
     """What poll mode compares to see a model folder changed: every folder, and every file's path, size and mtime."""
-    out = []
+    out: list[tuple[str, int, int]] = []
     for folder, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
         out.extend((os.path.relpath(os.path.join(folder, d), path) + "/", 0, 0) for d in dirs)

@@ -57,7 +57,7 @@ def parse_controls(model_name: str, controls: list[dict[str, Any]]) -> list[Cont
 
     :raises TritonError: INVALID_ARG for a bad CORRID data type, or a control without false/true values.
     """
-    out = []
+    out: list[Control] = []
     for item in controls:
         for control in item.get("control", []):
             kind = str(control.get("kind", "CONTROL_SEQUENCE_START"))
@@ -118,7 +118,7 @@ def parse_state(model_name: str, st: dict[str, Any], batching: bool, model_path:
         except OSError as exc:
             raise TritonError(Code.INVALID_ARG, f"failed to read initial state file '{path}': {exc}") from exc
     elif dt.is_bytes:
-        data = serialize_bytes(np.array([b""] * count, dtype=object))  # type: ignore[assignment]
+        data = serialize_bytes(np.array([b""] * count, dtype=object))
     else:
         data = bytes(count * dt.itemsize)
     return StateSpec(str(st["input_name"]), str(st["output_name"]), dt.name, shape, bytes(data))
@@ -148,7 +148,7 @@ def _scalar_bytes(value: Any, datatype: str) -> bytes:
 def _corrid_bytes(corr: int | str, datatype: str) -> bytes:
     """The CORRID control value: the id itself (a string id in a numeric CORRID gives 0)."""
     if datatype == "BYTES":
-        return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))  # type: ignore[arg-type]
+        return bytes(serialize_bytes(np.array([str(corr).encode()], dtype=object)))
     dt = {"UINT64": np.uint64, "INT64": np.int64, "UINT32": np.uint32, "INT32": np.int32}.get(datatype, np.uint64)
     value = corr if isinstance(corr, int) else 0
     return np.array([value], dtype=dt).tobytes()

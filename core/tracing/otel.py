@@ -127,7 +127,7 @@ class OtlpExporter:
                 resource[key.strip()] = value
         timeout = 10.0
 
-        class _Exporter(SpanExporter):  # type: ignore[misc]
+        class _Exporter(SpanExporter):
             def export(self, spans: Sequence[Any]) -> Any:
                 body = encode_spans(spans)
                 req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/x-protobuf"})

@@ -26,7 +26,7 @@ import concurrent.futures
 import itertools
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +113,7 @@ class BlsCall:
             if response.final:
                 return
 
-    async def aresponses(self) -> AsyncIterator[BlsResponse]:
+    async def aresponses(self) -> AsyncGenerator[BlsResponse, None]:
         """:meth:`responses` for ``async def`` model code."""
         aqueue: asyncio.Queue[BlsResponse] = asyncio.Queue()
         with self._lock:
@@ -171,7 +171,8 @@ class BlsClient:
         worker = self._worker
         worker.enable_threaded()
         call_id = next(self._ids)
-        wire_inputs, blocks = [], []
+        wire_inputs: list[Any] = []
+        blocks: list[Any] = []
         try:
             for name, datatype, array in inputs:
                 wire_inputs.append(
@@ -237,7 +238,7 @@ class BlsClient:
         block = self._worker.allocate(array.nbytes)
         blocks.append(block)
         if array.nbytes:
-            block.view[:] = memoryview(array).cast("B")
+            block.view[:] = memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy 1.26 stubs: ndarray lacks __buffer__
         return block.descriptor
 
     def on_response(self, message: list[Any]) -> None:

@@ -298,9 +298,9 @@ class OutputWriter:
         """Write an output into the client's region it was asked into; return its descriptor."""
         region_id, offset, byte_size = (int(v) for v in target)
         if dt.is_bytes:
-            data: bytes | memoryview = serialize_bytes(array)  # type: ignore[assignment]
+            data: bytes | memoryview = serialize_bytes(array)
         else:
-            data = memoryview(np.ascontiguousarray(array)).cast("B")
+            data = memoryview(np.ascontiguousarray(array)).cast("B")  # type: ignore[arg-type]  # numpy 1.26 stubs: ndarray lacks __buffer__
         nbytes = memoryview(data).nbytes
         if nbytes > byte_size:
             raise output_region_too_small(name, byte_size, nbytes)

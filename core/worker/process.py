@@ -56,8 +56,16 @@ class BatchSink(Protocol):
     """What the core hands a worker to execute, and where results go."""
 
     wire_requests: list[dict[str, Any]]
-    payloads: Sequence[Any]  # each with ``fail(error)``
-    complete: bool  # every request got its final response or was rescheduled
+
+    @property
+    def payloads(self) -> Sequence[Any]:
+        """The batch's requests, in order, each with ``fail(error)``."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """True once every request got its final response or was rescheduled."""
+        ...
 
     def on_response(
         self,

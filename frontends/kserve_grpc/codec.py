@@ -156,7 +156,7 @@ def _request_parameters(params: Mapping[str, pb.InferParameter]) -> dict[str, An
                 Code.INVALID_ARG,
                 f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param.",
             )
-        out[key] = getattr(param, which)  # type: ignore[arg-type]
+        out[key] = getattr(param, which)
     return out
 
 
@@ -237,7 +237,7 @@ _TYPED: tuple[tuple[str, str, Any, Mapping[str, Any]], ...] = (
 def _serialize_bytes(items: Sequence[bytes]) -> bytes:
     array = np.empty(len(items), dtype=np.object_)
     array[:] = list(items)
-    return serialize_bytes(array)  # type: ignore[return-value]
+    return serialize_bytes(array)
 
 
 def _typed_contents(io: Any, model_name: str) -> bytes:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from ...core import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from ..base import DETAILS_CHARS, grpc_status
-from . import _native  # type: ignore[attr-defined]  # ImportError when not built (see __init__)
+from . import _native  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
 from .servicer import HealthServicer, InferenceServicer
 from .transport import Transport
@@ -86,7 +86,7 @@ class NativeContext:
         self.details = details
 
     def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        return self._call.metadata()  # type: ignore[no-any-return]
+        return self._call.metadata()
 
     def cancelled(self) -> bool:
         return bool(self._call.cancelled)
@@ -206,7 +206,7 @@ class _Stream:
         if task is not None:
             task.cancel()
 
-    async def _requests(self) -> AsyncIterator[Any]:
+    async def _requests(self) -> AsyncGenerator[Any, None]:
         while True:
             if self._messages:
                 payload = self._messages.popleft()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -97,7 +97,12 @@ def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> No
     if previous.done():
         mine.set_result(None)
     else:
-        previous.add_done_callback(lambda _: mine.done() or mine.set_result(None))
+
+        def finish(_: asyncio.Future[None]) -> None:
+            if not mine.done():
+                mine.set_result(None)
+
+        previous.add_done_callback(finish)
 
 
 class InferenceServicer(
@@ -276,7 +281,7 @@ class InferenceServicer(
         finally:
             _pass_turn(previous, mine)
 
-    async def _stream_responses(self, request: InferenceRequest, decoupled: bool) -> AsyncIterator[Any]:
+    async def _stream_responses(self, request: InferenceRequest, decoupled: bool) -> AsyncGenerator[Any, None]:
         """The stream messages of one request (its errors included)."""
         try:
             async for response in self.server.infer_stream(request):

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from ...core import Code, TritonError
 
 try:
-    from ._native import split_raw_inputs as _native_split  # type: ignore[import-not-found]
+    from ._native import split_raw_inputs as _native_split
 except ImportError:  # not built: the Python walker below
     _native_split = None
 
@@ -63,7 +63,7 @@ def split_raw_inputs(data: bytes | memoryview) -> tuple[bytes, list[memoryview]]
     :raises TritonError: INVALID_ARG for bytes that are not a well-formed message.
     """
     try:
-        return _native_split(data)  # type: ignore[misc, no-any-return]
+        return _native_split(data)
     except ValueError as exc:
         raise TritonError(Code.INVALID_ARG, f"malformed ModelInferRequest: {exc}") from None
 

@@ -250,7 +250,7 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
             raise _malformed(f"Unable to parse JSON bytes array: {_NOT_STRING}")
         items = np.empty(len(flat), dtype=np.object_)
         items[:] = [_encode_text(s, "data") for s in flat]
-        return serialize_bytes(items)  # type: ignore[return-value]
+        return serialize_bytes(items)
     if datatype in ("FP16", "BF16"):
         raise _invalid(
             f"receiving {datatype} data via JSON is not supported. Please use the binary data format for input {name}"
@@ -286,7 +286,7 @@ def _json_tensor(name: str, datatype: str, data: list[Any], count: int) -> bytes
         raise _malformed(f"Unable to parse 'data': {_NOT_NUMBER}") from None
     if len(flat) != count:
         raise _malformed(_SHAPE_MISMATCH)
-    return memoryview(array).cast("B")
+    return memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy 1.26 stubs: ndarray lacks __buffer__
 
 
 def _input_parameters(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -50,8 +50,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, cast
 
 import httptools
 
@@ -124,9 +124,10 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     # -- transport callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
+        # a stream transport, asyncio's or uvloop's (whose class is no asyncio.Transport subclass)
+        self._transport = stream = cast(asyncio.Transport, transport)
         # a response the kernel cannot take at once pauses us until it drains (see _on_written)
-        transport.set_write_buffer_limits(high=0)
+        stream.set_write_buffer_limits(high=0)
         self.progress = self.head_since = time.monotonic()
         self._table.add(self)
 
@@ -387,7 +388,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             size = sum([memoryview(b).nbytes for b in body])
         else:
             parts = None
-            size = len(body)  # type: ignore[arg-type]
+            size = len(body)
         start = status_lines(response.status, response.content_type)
         if response.headers:
             start += "".join([f"{k}: {v}\r\n" for k, v in response.headers.items()])
@@ -399,7 +400,8 @@ class HttpConnection(asyncio.BufferedProtocol):
             head = f"{start}Content-Length: {size}\r\nConnection: close\r\n\r\n".encode("latin-1")
         head_only, self._head_only = self._head_only, False
         if parts is None:
-            transport.write(head if head_only or not size else head + body)
+            # body is bytes here: mypy narrows `type(body) is list` in the if-branch only
+            transport.write(head if head_only or not size else head + body)  # type: ignore[operator]
         elif head_only:
             transport.write(head)
         else:
@@ -425,7 +427,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         """Write the head of a streamed response, then its pieces from a task (:meth:`_pump`)."""
         transport = self._transport
         if transport is None or transport.is_closing():
-            asyncio.get_running_loop().create_task(response.chunks.aclose())  # type: ignore[attr-defined]
+            asyncio.get_running_loop().create_task(response.chunks.aclose())
             return
         chunked = not self._http10
         keep = chunked and self._keep_alive and not self._eof
@@ -440,7 +442,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         transport.write((start + "\r\n").encode("latin-1"))
         self._stream = asyncio.get_running_loop().create_task(self._pump(response.chunks, chunked, keep))
 
-    async def _pump(self, chunks: AsyncIterator[bytes], chunked: bool, keep: bool) -> None:
+    async def _pump(self, chunks: AsyncGenerator[bytes, None], chunked: bool, keep: bool) -> None:
         """Send ``chunks`` one by one, each once the previous one drained; then end the body."""
         loop = asyncio.get_running_loop()
         try:
@@ -463,7 +465,7 @@ class HttpConnection(asyncio.BufferedProtocol):
             chunked = False
         finally:
             self._stream = None
-            await chunks.aclose()  # type: ignore[attr-defined]
+            await chunks.aclose()
         transport = self._transport
         if transport is None or transport.is_closing():
             return

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -50,7 +50,7 @@ _ONE_RESPONSE = (
 _NOT_OBJECT = "attempt to get members for non-object"
 
 
-class _Object(dict):  # type: ignore[type-arg]
+class _Object(dict):
     """A JSON object that remembers a repeated key (Python's parser keeps the last one)."""
 
     repeated: str | None = None
@@ -191,7 +191,7 @@ def _empty(response: InferenceResponse) -> bool:
     return response.final and not response.outputs and response.error is None
 
 
-async def _responses(ctx: EndpointContext, request: HttpRequest) -> AsyncIterator[InferenceResponse]:
+async def _responses(ctx: EndpointContext, request: HttpRequest) -> AsyncGenerator[InferenceResponse, None]:
     """Every response to the request, the flags-only final one left out; counted in flight."""
     server = ctx.server
     name = request.params["model"]
@@ -233,7 +233,9 @@ async def generate(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
             answer.release()
 
 
-async def _events(first: InferenceResponse | None, responses: AsyncIterator[InferenceResponse]) -> AsyncIterator[bytes]:
+async def _events(
+    first: InferenceResponse | None, responses: AsyncGenerator[InferenceResponse, None]
+) -> AsyncGenerator[bytes, None]:
     """The stream's events: each response rendered, an error as the last event."""
     async with aclosing(responses):
         pending = first

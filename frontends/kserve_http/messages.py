@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
 __all__ = ["HttpRequest", "HttpResponse", "HttpStreamResponse", "Dispatcher"]
@@ -93,7 +93,7 @@ class HttpStreamResponse(HttpResponse):
     def __init__(
         self,
         status: int,
-        chunks: AsyncIterator[bytes],
+        chunks: AsyncGenerator[bytes, None],
         content_type: str | None,
         headers: dict[str, str] | None = None,
     ) -> None:

@@ -306,9 +306,7 @@ def _parse(
     """
     headers = request.headers
     body = request.body
-    if encoding is not None:
-        body = _decompress(body, encoding, ctx.max_request_bytes)
-    view = memoryview(body)
+    view = memoryview(body if encoding is None else _decompress(body, encoding, ctx.max_request_bytes))
     name = request.params["model"]
     length = codec.header_length(headers.get(_IHCL), len(view))
     if length > ctx.max_json_bytes:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TritiumCollector", "render"]
 
-_COUNTERS = (
+_COUNTERS: tuple[tuple[str, str, str | tuple[str, str], int], ...] = (
     # name, help, stats key ("count" of a duration or a plain attribute), scale
     (
         "nv_inference_request_success",

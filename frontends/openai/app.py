@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -127,7 +127,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return parse_json(await read_body(request, limit, stall_s))
 
 
-async def _sse(request: web.Request, chunks: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+async def _sse(request: web.Request, chunks: AsyncGenerator[dict[str, Any], None]) -> web.StreamResponse:
     """Send ``chunks`` as Server-Sent Events; stop early when the client goes away."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
@@ -154,7 +154,9 @@ async def get_model(request: web.Request) -> web.Response:
     return _json(request.app[SERVING].model(request.match_info["model"]))
 
 
-async def _answer(request: web.Request, answer: dict[str, Any] | AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+async def _answer(
+    request: web.Request, answer: dict[str, Any] | AsyncGenerator[dict[str, Any], None]
+) -> web.StreamResponse:
     if isinstance(answer, dict):
         return _json(answer)
     return await _sse(request, answer)
@@ -247,7 +249,7 @@ class OpenAIFrontend:
         if self._site is not None:
             await self._site.stop()
             self._site = None
-        handlers = set(self.app[_HANDLERS])
+        handlers = self.app[_HANDLERS].copy()
         if handlers:
             _, pending = await asyncio.wait(handlers, timeout=grace)
             if pending:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -107,7 +107,9 @@ class _Usage:
         }
 
 
-async def _changes(items: AsyncIterator[Any], usage: _Usage) -> AsyncIterator[tuple[int, str, str | None]]:
+async def _changes(
+    items: AsyncGenerator[Any, None], usage: _Usage
+) -> AsyncGenerator[tuple[int, str, str | None], None]:
     """The choice changes among ``items``; each prompt's finished choices are counted in ``usage``."""
     async with aclosing(items):
         async for item in items:
@@ -203,7 +205,7 @@ class Serving:
 
     async def _steps(
         self, llm: LLMModel, prompt: str, sampling: dict[str, Any], stream: bool, request_id: str
-    ) -> AsyncIterator[Step]:
+    ) -> AsyncGenerator[Step, None]:
         request = llm.request(prompt, sampling, stream=stream, exclude_input=True, request_id=request_id)
         try:
             async with aclosing(self.server.infer_stream(request)) as responses:
@@ -220,7 +222,7 @@ class Serving:
 
     async def _run(
         self, llm: LLMModel, prompts: list[str], sampling: dict[str, Any], stream: bool, request_id: str, echo: bool
-    ) -> AsyncIterator[tuple[int, str, str | None] | _Choices]:
+    ) -> AsyncGenerator[tuple[int, str, str | None] | _Choices, None]:
         """Every change of every choice, then each prompt's finished :class:`_Choices`.
 
         Nothing is yielded before the model's first response for the first prompt (with
@@ -242,7 +244,7 @@ class Serving:
             yield choices
 
     # -- /v1/completions -----------------------------------------------------------------------------
-    async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
+    async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncGenerator[dict[str, Any], None]:
         """``POST /v1/completions``: the answer, or (``stream``) an iterator of its chunks.
 
         :raises OpenAIError: for an unknown model, a model outside the convention, or a request
@@ -274,8 +276,8 @@ class Serving:
 
     @staticmethod
     async def _completion_chunks(
-        head: dict[str, Any], changes: AsyncIterator[Any], include_usage: bool
-    ) -> AsyncIterator[dict[str, Any]]:
+        head: dict[str, Any], changes: AsyncGenerator[Any, None], include_usage: bool
+    ) -> AsyncGenerator[dict[str, Any], None]:
         usage = _Usage()
         extra = {"usage": None} if include_usage else {}
         async with aclosing(_changes(changes, usage)) as found:
@@ -297,7 +299,7 @@ class Serving:
                 raise OpenAIError(500, f"model '{llm.name}': {exc}", "server_error") from None
             raise OpenAIError(400, str(exc), param="messages") from None
 
-    async def chat(self, req: ChatRequest) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
+    async def chat(self, req: ChatRequest) -> dict[str, Any] | AsyncGenerator[dict[str, Any], None]:
         """``POST /v1/chat/completions``: the answer, or (``stream``) an iterator of its chunks.
 
         :raises OpenAIError: as :meth:`completion`, and 400 when the chat template refuses the messages.
@@ -330,8 +332,8 @@ class Serving:
 
     @staticmethod
     async def _chat_chunks(
-        head: dict[str, Any], n: int, changes: AsyncIterator[Any], include_usage: bool
-    ) -> AsyncIterator[dict[str, Any]]:
+        head: dict[str, Any], n: int, changes: AsyncGenerator[Any, None], include_usage: bool
+    ) -> AsyncGenerator[dict[str, Any], None]:
         extra = {"usage": None} if include_usage else {}
 
         def chunk(index: int, delta: dict[str, str], reason: str | None) -> dict[str, Any]:
