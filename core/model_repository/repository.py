@@ -47,6 +47,12 @@ class ModelSource:
         return self.path / CONFIG_FILENAME
 
 
+def _not_a_model(name: str) -> bool:
+    """Folders a model repository may hold that are no model: hidden ones, and Python's byte-code
+    cache (a client script kept beside the models leaves one when it is imported)."""
+    return name.startswith(".") or name == "__pycache__"
+
+
 def scan(repositories: Iterable[str | Path]) -> tuple[dict[str, ModelSource], set[str]]:
     """List the models of every repository.
 
@@ -59,7 +65,7 @@ def scan(repositories: Iterable[str | Path]) -> tuple[dict[str, ModelSource], se
     for root in repositories:
         root_path = Path(root).absolute()  # workers run in their model's folder
         try:
-            entries = sorted(p for p in root_path.iterdir() if p.is_dir() and not p.name.startswith("."))
+            entries = sorted(p for p in root_path.iterdir() if p.is_dir() and not _not_a_model(p.name))
         except OSError as exc:
             raise TritonError(Code.INVALID_ARG, f"failed to poll model repository '{root}': {exc}") from exc
         for entry in entries:

@@ -104,7 +104,7 @@ class HTTPFrontend:
 
     def too_large(self, size: int | None, limit: int) -> HttpResponse:
         """413 for a body of ``size`` bytes over ``limit`` (None: a chunked body past it)."""
-        return error_response(body_too_large(size, limit))
+        return error_response(body_too_large(size, limit, route_limit=limit < self.context.max_request_bytes))
 
     def reserve(self, size: int) -> bool:
         """Take ``size`` bytes of the budget for bodies in flight (``--max-inflight-request-bytes``)."""

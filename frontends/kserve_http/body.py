@@ -37,11 +37,16 @@ class UnsupportedEncoding(TritonError):
         super().__init__(Code.UNSUPPORTED, message)
 
 
-def body_too_large(size: int | None, limit: int) -> BodyTooLarge:
-    """The error for a body of ``size`` bytes (None: a chunked body that passed the limit)."""
+def body_too_large(size: int | None, limit: int, route_limit: bool = False) -> BodyTooLarge:
+    """The error for a body of ``size`` bytes (None: a chunked body that passed the limit).
+
+    :param route_limit: ``limit`` is the route's own fixed limit (the control routes' 64 KiB), not
+        ``--max-request-bytes``: the message says so, so that nobody raises the wrong flag.
+    """
+    what = "the limit of this route's body" if route_limit else "the maximum request size"
     if size is None:
-        return BodyTooLarge(f"request body exceeds the maximum request size of {limit} bytes")
-    return BodyTooLarge(f"request body of {size} bytes exceeds the maximum request size of {limit} bytes")
+        return BodyTooLarge(f"request body exceeds {what} of {limit} bytes")
+    return BodyTooLarge(f"request body of {size} bytes exceeds {what} of {limit} bytes")
 
 
 def error_status(exc: TritonError) -> int:

@@ -28,7 +28,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from tritium.frontends.sse import event
 
@@ -122,6 +122,24 @@ async def read_body(request: web.Request, limit: int, stall_s: float) -> bytes:
             raise _too_large(limit)
 
 
+async def _expect(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: a declared length over the limit gets the 413 at once, instead of
+    ``100 Continue`` and the 413 only after the client has sent its whole body (RFC 9110 10.1.1)."""
+    limit, _ = request.app[_BODY_LIMITS]
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        response = _json(_too_large(limit).body(), 413)
+        response.force_close()
+        return response
+    expect = request.headers.get("Expect", "")
+    if request.version == HttpVersion11:  # as aiohttp's own handler, which this one replaces
+        if expect.lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the response itself has not started
+    return None
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
     limit, stall_s = request.app[_BODY_LIMITS]
     return parse_json(await read_body(request, limit, stall_s))
@@ -190,8 +208,8 @@ def create_app(serving: Serving, max_request_bytes: int, body_timeout_s: float =
     app[_HANDLERS] = set()
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/models/{model}", get_model)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions, expect_handler=_expect)
+    app.router.add_post("/v1/chat/completions", chat_completions, expect_handler=_expect)
     app.router.add_get("/health/ready", health_ready)
     return app
 

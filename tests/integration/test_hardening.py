@@ -501,7 +501,7 @@ def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> Non
 
 def test_a_large_shared_memory_body_is_413_from_its_headers(server: ServerProcess) -> None:
     body = json.dumps({"key": "/k", "offset": 0, "byte_size": 8, "pad": "x" * (2 << 20)}).encode()
-    expected = {"error": f"request body of {len(body)} bytes exceeds the maximum request size of 65536 bytes"}
+    expected = {"error": f"request body of {len(body)} bytes exceeds the limit of this route's body of 65536 bytes"}
     for path in (
         "/v2/systemsharedmemory/region/r/register",
         "/v2/logging",

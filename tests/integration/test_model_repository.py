@@ -406,3 +406,18 @@ def test_poll_mode_a_failed_model_removed_no_longer_holds_readiness(tmp_path: Pa
         assert time.monotonic() < deadline + 30, "readiness stayed down after the failed model was removed"
         time.sleep(0.2)
     assert infer(server, "good").tolist() == [[0, 1, 2, 3]]
+
+
+# -- what is not a model -------------------------------------------------------------------------------
+
+
+def test_hidden_folders_and_pycache_are_not_models(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    add_model(repo, "m", identity_config(dims="[ 4 ]"))
+    (repo / "__pycache__").mkdir()  # a client script beside the models was imported
+    (repo / "__pycache__" / "client.cpython-311.pyc").write_bytes(b"\x00")
+    (repo / ".ipynb_checkpoints").mkdir()
+    # the default --exit-on-error=true: a folder taken for a broken model would stop the start-up
+    with ServerProcess([repo], log_path=tmp_path / "server.log") as proc:
+        status, _, body = http_call(proc, "POST", "/v2/repository/index", b"{}")
+        assert (status, [entry["name"] for entry in json.loads(body)]) == (200, ["m"])

@@ -95,6 +95,31 @@ def test_a_declared_length_over_the_limit_is_413_from_the_headers(server: Server
     sock.close()
 
 
+def test_expect_100_continue_over_the_limit_is_413_not_an_invitation(server: ServerProcess) -> None:
+    sock = connect(server)
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (LIMIT * 100)
+    )
+    assert read_response(sock) == (413, TOO_LARGE)  # no "100 Continue" first: the body is never sent
+    sock.close()
+
+
+def test_expect_100_continue_under_the_limit_is_invited(server: ServerProcess) -> None:
+    body = json.dumps({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    sock = connect(server)
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    sock.settimeout(TIMEOUT_S)
+    assert sock.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    sock.sendall(body)
+    status, answer = read_response(sock)
+    assert status == 404 and answer["error"]["code"] == "model_not_found"
+    sock.close()
+
+
 def test_a_chunked_body_is_413_once_past_the_limit(server: ServerProcess) -> None:
     sock = connect(server)
     sock.sendall(

@@ -89,7 +89,11 @@ class ServerProcess:
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd
         )
         if wait_ready:
-            self.wait_live(timeout)
+            try:
+                self.wait_live(timeout)
+            except RuntimeError:  # the caller gets no object to stop: stop it (by PID) and close the log here
+                self.stop()
+                raise
         return self
 
     def wait_live(self, timeout: float = 120.0) -> None:
