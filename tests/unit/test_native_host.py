@@ -120,7 +120,7 @@ def test_a_second_release_is_refused(host: Any) -> None:
 
 
 def test_a_deleted_response_leaves_no_trace(host: Any) -> None:
-    from tritium.core.backend.native.host import _registry
+    from tritium.core.backend.native.callbacks import _registry
 
     [(outputs, error, parameters, final)] = execute(host, "delete")
     assert error is None and final and outputs is not None and parameters is None
