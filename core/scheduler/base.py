@@ -196,7 +196,7 @@ class Batch:
         self._on_release = on_release
         self._finalizers: list[Callable[[], None]] = []
         #: indexes of the payloads this batch rescheduled (done here, though the payload runs on)
-        self._released: set[int] = set()
+        self._released: set[int] | None = None  # made at the first rescheduling: most batches have none
         self._executed = False  # the backend's execute returned
 
     def add_finalizer(self, callback: Callable[[], None]) -> None:
@@ -217,9 +217,11 @@ class Batch:
         if not 0 <= index < len(self.payloads):
             raise TritonError(Code.INTERNAL, f"RESPONSE for request {index} of a batch of {len(self.payloads)}")
         payload = self.payloads[index]
-        if payload.done or index in self._released:
+        if payload.done or (self._released is not None and index in self._released):
             raise TritonError(Code.INTERNAL, f"RESPONSE after the final response of request {index}")
         if rescheduled:
+            if self._released is None:
+                self._released = set()
             self._released.add(index)
             if self._on_release is None:
                 payload.fail(reschedule_error())
@@ -239,6 +241,8 @@ class Batch:
     def complete(self) -> bool:
         """True once every request of the batch got its final response or was rescheduled."""
         released = self._released
+        if released is None:
+            return all(p.done for p in self.payloads)
         return all(p.done or i in released for i, p in enumerate(self.payloads))
 
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None:
