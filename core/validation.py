@@ -285,16 +285,17 @@ def _uniform_count(view: memoryview) -> int | None:
     return count if bool((lengths == size).all()) else None
 
 
-def check_bytes_elements(
-    sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes | bytearray
-) -> None:
-    """Check that a BYTES input holds exactly as many well-formed elements as its shape says.
+#: statuses of a count (as :mod:`._bytes_elements` returns them): the buffer ends inside a length
+#: prefix, or inside the element a prefix announces
+_TRUNCATED_PREFIX, _TRUNCATED_ELEMENT = 1, 2
 
-    :raises TritonError: INVALID_ARG with Triton's messages for a truncated
-        length prefix, an element running past the end, or too few/many elements.
+
+def _count_in_python(buffer: memoryview | bytes | bytearray) -> tuple[int, int, int, int]:
+    """``(count, status, available, size)`` of ``buffer`` as :func:`._bytes_elements.count` gives them.
+
+    The fallback where the C scan was not built: elements of one length are
+    counted by numpy in one pass, others one at a time (about 0.3 µs each).
     """
-    expected = element_count(inp.shape)
-    prefix = request_prefix(request.id)
     view = memoryview(buffer)
     end = len(view)
     count = _uniform_count(view) if end > 4 * _UNIFORM_FROM else None
@@ -302,22 +303,52 @@ def check_bytes_elements(
     count = count or 0
     while pos < end:
         if end - pos < 4:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"{prefix}incomplete string length indicator for inference input '{inp.name}' for model "
-                f"'{sig.name}', expecting 4 bytes but only {end - pos} bytes available. Please make sure "
-                "the string length indicator is in one buffer.",
-            )
+            return count, _TRUNCATED_PREFIX, end - pos, 0
         (size,) = _LEN.unpack_from(view, pos)
         pos += 4
         if size > end - pos:
-            raise TritonError(
-                Code.INVALID_ARG,
-                f"incomplete string data for inference input '{inp.name}', expecting string of length "
-                f"{size} but only {end - pos} bytes available",
-            )
+            return count, _TRUNCATED_ELEMENT, end - pos, size
         pos += size
         count += 1
+    return count, 0, 0, 0
+
+
+try:
+    from ._bytes_elements import count as _count
+except ImportError:  # setup.py found no C compiler
+    _count = _count_in_python
+
+
+def check_bytes_elements(
+    sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes | bytearray
+) -> None:
+    """Check that a BYTES input holds exactly as many well-formed elements as its shape says.
+
+    ``buffer`` is the input's serialized form: each element a 4-byte
+    little-endian length and that many bytes (the binary tensor data
+    extension's BYTES layout). The elements are counted in C
+    (:mod:`._bytes_elements`, a few nanoseconds per element, built by
+    setup.py), or, where that was not built, in Python.
+
+    :raises TritonError: INVALID_ARG with Triton's messages for a truncated
+        length prefix, an element running past the end, or too few/many elements.
+    """
+    expected = element_count(inp.shape)
+    prefix = request_prefix(request.id)
+    count, status, available, size = _count(buffer)
+    if status == _TRUNCATED_PREFIX:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"{prefix}incomplete string length indicator for inference input '{inp.name}' for model "
+            f"'{sig.name}', expecting 4 bytes but only {available} bytes available. Please make sure "
+            "the string length indicator is in one buffer.",
+        )
+    if status == _TRUNCATED_ELEMENT:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"incomplete string data for inference input '{inp.name}', expecting string of length "
+            f"{size} but only {available} bytes available",
+        )
     if count > expected:
         raise TritonError(
             Code.INVALID_ARG,

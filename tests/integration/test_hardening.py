@@ -211,6 +211,46 @@ def test_millions_of_empty_bytes_elements_are_checked_without_a_python_loop(serv
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 
+def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: ServerProcess) -> None:
+    # elements of lengths 0 and 1 in turn: no one stride, so no vectorised count; in Python this
+    # walk took about 0.3 µs an element on the event loop (3.6 s here)
+    pairs = 6_000_000
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "shape": [2 * pairs + 1],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": 9 * pairs},
+                }
+            ]
+        }
+    ).encode()
+    body = header + (struct.pack("<I", 0) + struct.pack("<I", 1) + b"a") * pairs  # 54 MB
+    headers = {"Inference-Header-Content-Length": str(len(header))}
+    reply, worst = while_watched(server, lambda: post(server, "/v2/models/strings/infer", body, headers))
+    assert reply == (
+        400,
+        {
+            "error": f"[request id: <id_unknown>] expected {2 * pairs + 1} string elements for inference "
+            f"input 'INPUT0' for model 'strings', got {2 * pairs}"
+        },
+    )
+    assert worst < HEALTH_S, f"health took {worst:.2f} s"
+    # the same walk finds a broken element at the end of such a body
+    broken = body[:-1]
+    headers = {"Inference-Header-Content-Length": str(len(header))}
+    fixed = broken.replace(f'"binary_data_size": {9 * pairs}'.encode(), f'"binary_data_size": {9 * pairs - 1}'.encode())
+    assert post(server, "/v2/models/strings/infer", fixed, headers) == (
+        400,
+        {
+            "error": "incomplete string data for inference input 'INPUT0', expecting string of length 1 "
+            "but only 0 bytes available"
+        },
+    )
+
+
 # -- 2. memory follows what clients send -------------------------------------------------------
 
 
