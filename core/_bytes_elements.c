@@ -1,5 +1,5 @@
 /*
- * tritium.core._bytes_elements: the elements of a BYTES tensor counted in C.
+ * tritium.core._bytes_elements: the elements of a BYTES tensor counted and joined in C.
  *
  * A BYTES tensor travels as its elements one after another, each a 4-byte
  * little-endian length and that many bytes (the KServe v2 binary tensor data
@@ -19,12 +19,21 @@
  *   status 2: after count elements, the next one says `size` bytes but only
  *             `available` follow its prefix.
  * The caller (tritium.core.validation.check_bytes_elements) turns a status
- * into Triton's message. Built by setup.py when a C compiler is present; the
- * caller falls back to Python without it.
+ * into Triton's message.
+ *
+ * join(sequence) -> bytes
+ *   The serialized form of a sequence of bytes objects (a gRPC request's
+ *   typed bytes_contents): each element's 4-byte little-endian length, then
+ *   the element. TypeError for an item that is not bytes, OverflowError for
+ *   an element of 4 GiB or more.
+ *
+ * Built by setup.py when a C compiler is present; the callers fall back to
+ * Python without it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* buffers from this size on are scanned with the interpreter released */
 #define RELEASE_FROM ((Py_ssize_t)64 * 1024)
@@ -73,9 +82,52 @@ static PyObject *count_elements(PyObject *module, PyObject *buffer) {
     return Py_BuildValue("(ninn)", count, status, available, size);
 }
 
+static PyObject *join_elements(PyObject *module, PyObject *items) {
+    (void)module;
+    PyObject *fast = PySequence_Fast(items, "join() needs a sequence of bytes");
+    if (fast == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), total = 0;
+    PyObject **item = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(item[i])) {
+            PyErr_Format(PyExc_TypeError, "join() needs bytes, not %.100s", Py_TYPE(item[i])->tp_name);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(item[i]);
+        if ((unsigned long long)size > 0xFFFFFFFFull || total > PY_SSIZE_T_MAX - 4 - size) {
+            PyErr_SetString(PyExc_OverflowError, "a BYTES element of 4 GiB or more has no 4-byte length");
+            Py_DECREF(fast);
+            return NULL;
+        }
+        total += 4 + size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    unsigned char *pos = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size = PyBytes_GET_SIZE(item[i]);
+        uint32_t length = (uint32_t)size;
+        pos[0] = (unsigned char)length;
+        pos[1] = (unsigned char)(length >> 8);
+        pos[2] = (unsigned char)(length >> 16);
+        pos[3] = (unsigned char)(length >> 24);
+        memcpy(pos + 4, PyBytes_AS_STRING(item[i]), (size_t)size);
+        pos += 4 + size;
+    }
+    Py_DECREF(fast);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"count", count_elements, METH_O,
      "count(buffer) -> (count, status, available, size): the length-prefixed elements of a BYTES tensor's buffer."},
+    {"join", join_elements, METH_O, "join(sequence of bytes) -> bytes: the elements, each after its 4-byte length."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,2 +1,6 @@
-# The C scan's signature (core/_bytes_elements.c), for the type checker.
+# The C scan's signatures (core/_bytes_elements.c), for the type checker.
+from collections.abc import Iterable
+from typing import Any
+
 def count(buffer: memoryview | bytes | bytearray, /) -> tuple[int, int, int, int]: ...
+def join(items: Iterable[Any], /) -> bytes: ...

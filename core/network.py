@@ -48,6 +48,8 @@ class NetworkSettings:
     :ivar max_json_request_bytes: the largest JSON part of an HTTP inference request
         (``--max-json-request-bytes``): JSON is parsed into Python objects on a parse thread that
         holds the interpreter for the whole parse, so it is bounded more tightly than binary data.
+        The same bound holds for the part of a gRPC ``ModelInferRequest`` that is not
+        ``raw_input_contents`` (typed ``contents``, parsed an element at a time).
     :ivar http_header_timeout_s: a request head must be complete this long after its first byte.
     :ivar http_body_timeout_s: a request body (or a response being sent) may stall this long.
     :ivar http_idle_timeout_s: a keep-alive connection may wait this long for a request.

@@ -9,8 +9,8 @@ arrays of ``bytes``. Every other datatype is its raw little-endian elements.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import overload
+from collections.abc import Iterable, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from .errors import Code, TritonError
 from .types import DataType, element_count
 
 __all__ = [
+    "join_bytes_elements",
     "serialize_bytes",
     "serialized_bytes_size",
     "deserialize_bytes",
@@ -27,6 +28,29 @@ __all__ = [
 ]
 
 _LEN = struct.Struct("<I")
+
+
+def _join_in_python(items: Iterable[Any]) -> bytes:
+    parts = []
+    for item in items:
+        parts.append(_LEN.pack(len(item)))
+        parts.append(item)
+    return b"".join(parts)
+
+
+try:  # C (setup.py builds it where a C compiler exists): a few ns an element, not 0.3 µs
+    from ._bytes_elements import join as _join
+except ImportError:
+    _join = _join_in_python
+
+
+def join_bytes_elements(items: Sequence[bytes]) -> bytes:
+    """The serialized form of BYTES elements: each element's 4-byte little-endian length, then it.
+
+    :param items: the elements, ``bytes`` each (a list, an object array, protobuf's repeated bytes).
+    :raises TypeError: for an element that is not ``bytes``.
+    """
+    return _join(items)
 
 
 def to_bytes_array(array: np.ndarray) -> np.ndarray:
@@ -71,12 +95,7 @@ def serialize_bytes(array: np.ndarray, out: memoryview | None = None) -> bytes |
     :param out: when given, write into this buffer and return the byte count.
     :returns: the serialized bytes, or the number of bytes written to ``out``.
     """
-    flat = to_bytes_array(array).reshape(-1)
-    parts = []
-    for item in flat:
-        parts.append(_LEN.pack(len(item)))
-        parts.append(item)
-    data = b"".join(parts)
+    data = _join(to_bytes_array(array).reshape(-1))
     if out is None:
         return data
     if data:  # an empty tensor comes with an empty, read-only buffer

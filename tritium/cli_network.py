@@ -40,7 +40,8 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
         type=int,
         default=DEFAULT_MAX_JSON_BYTES,
         metavar="BYTES",
-        help="tritium: the largest JSON part of an HTTP inference request; more is 413 (default 32 MiB)",
+        help="tritium: the largest JSON part of an HTTP inference request (413 past it) and the largest part of a "
+        "gRPC ModelInferRequest besides its raw_input_contents (RESOURCE_EXHAUSTED) (default 32 MiB)",
     )
     for flag, default, what in (
         ("--http-header-timeout-secs", 30.0, "a request head must be complete this long after its first byte"),

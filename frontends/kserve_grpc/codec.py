@@ -13,7 +13,8 @@ carrying Triton's message.
 The raw path is lean: ``raw_input_contents[i]`` goes to the core as the
 bytes object protobuf hands out (no further copy), outputs go out as
 ``raw_output_contents`` (one copy out of shared memory), and no per-element
-Python loop runs. Typed ``contents`` are converted with numpy.
+Python loop runs. Typed ``contents`` are converted with numpy (BYTES: joined in C,
+:mod:`tritium.core._bytes_elements`) and bounded by ``--max-json-request-bytes``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -34,7 +36,7 @@ from ...core import (
     ShmRef,
     TritonError,
     by_name,
-    serialize_bytes,
+    join_bytes_elements,
 )
 from ...proto import grpc_service_pb2 as pb
 from .wire import LARGE, NATIVE_SPLIT, raw_output_parts, split_raw_inputs
@@ -45,6 +47,7 @@ __all__ = [
     "to_infer_response",
     "infer_response_parts",
     "parse_infer_request",
+    "TypedContentsTooLarge",
     "to_stream_response",
     "stream_error",
     "parameters_to_proto",
@@ -234,12 +237,6 @@ _TYPED: tuple[tuple[str, str, Any, Mapping[str, Any]], ...] = (
 )
 
 
-def _serialize_bytes(items: Sequence[bytes]) -> bytes:
-    array = np.empty(len(items), dtype=np.object_)
-    array[:] = list(items)
-    return serialize_bytes(array)
-
-
 def _typed_contents(io: Any, model_name: str) -> bytes:
     """The raw bytes of an input given as typed ``contents`` (Triton's ``InferGRPCToInput``)."""
     contents = io.contents
@@ -265,7 +262,7 @@ def _typed_contents(io: Any, model_name: str) -> bytes:
                 f"of type '{tensor_type}', expected datatype '{datatype}'",
             )
         if np_type is None:
-            data = _serialize_bytes(values)
+            data = join_bytes_elements(values)  # in C: a few ns an element
         elif datatype in narrow:  # keep the low bytes of each element, as Triton does
             data = np.array(values, dtype=np_type).astype(narrow[datatype]).tobytes()
         else:
@@ -382,16 +379,44 @@ def infer_response_parts(response: InferenceResponse) -> list[bytes | memoryview
     return raw_output_parts(head, [t.data for t in response.outputs])
 
 
-def parse_infer_request(data: bytes | memoryview) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
+class TypedContentsTooLarge(TritonError):
+    """The fields of a ``ModelInferRequest`` other than ``raw_input_contents`` are past their limit.
+
+    gRPC's status for it is RESOURCE_EXHAUSTED (what gRPC itself answers for a
+    message past ``grpc.max_receive_message_length``).
+    """
+
+    grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            Code.INVALID_ARG,
+            f"the ModelInferRequest without its raw_input_contents ({size} bytes) exceeds the maximum of "
+            f"{limit} bytes (--max-json-request-bytes); send large tensors as raw_input_contents",
+        )
+
+
+def parse_infer_request(
+    data: bytes | memoryview, max_typed_bytes: int = 0
+) -> tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]:
     """Parse a serialized ``ModelInferRequest``; large raw inputs stay views of ``data`` (see :mod:`.wire`).
 
-    :raises TritonError: INVALID_ARG for bytes that are not a ``ModelInferRequest``.
+    :param max_typed_bytes: the most bytes the message may have besides its
+        ``raw_input_contents`` (``--max-json-request-bytes``; 0: no limit).
+        Typed ``contents`` are parsed and converted an element at a time, in
+        C code that holds the interpreter (about 60 ms per MiB at worst), so
+        they are bounded like JSON, before protobuf parses them. Checked where
+        the native split (:data:`.wire.NATIVE_SPLIT`) locates the raw inputs.
+    :raises TritonError: INVALID_ARG for bytes that are not a ``ModelInferRequest``;
+        :class:`TypedContentsTooLarge` past ``max_typed_bytes``.
     """
     try:
         if len(data) < LARGE or not NATIVE_SPLIT:
             request = pb.ModelInferRequest.FromString(data)
             return request, request.raw_input_contents
         rest, raws = split_raw_inputs(data)
+        if max_typed_bytes and len(rest) > max_typed_bytes:
+            raise TypedContentsTooLarge(len(rest), max_typed_bytes)
         return pb.ModelInferRequest.FromString(rest), raws
     except DecodeError as exc:
         raise TritonError(Code.INVALID_ARG, f"malformed ModelInferRequest: {exc}") from None

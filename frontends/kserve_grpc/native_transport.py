@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError
 from ...core import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
-from ..base import DETAILS_CHARS, grpc_status
+from ..base import DETAILS_CHARS, grpc_status_of
 from . import _native  # ImportError when not built (see __init__)
 from .restricted import STREAMING, refusal, rule_for
 from .servicer import HealthServicer, InferenceServicer
@@ -139,7 +139,7 @@ class _Waiting:
         if error is None:
             call.finish(parts, 0, "")  # the parts are copied into gRPC's buffer here, once
         else:
-            call.finish(None, grpc_status(error.code).value[0], clip(error.message, DETAILS_CHARS))
+            call.finish(None, grpc_status_of(error).value[0], clip(error.message, DETAILS_CHARS))
 
 
 def _finish(call: Any, body: bytes | list[bytes | memoryview] | None, context: NativeContext) -> None:

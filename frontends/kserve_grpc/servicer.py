@@ -3,7 +3,7 @@
 Thin: each RPC translates its message with :mod:`.codec`, calls the
 core's in-process API (:class:`~tritium.core.server.InferenceServer`) and
 answers; a :class:`~tritium.core.errors.TritonError` becomes the gRPC status
-Triton answers it with (:func:`tritium.frontends.base.grpc_status`) and its
+Triton answers it with (:func:`tritium.frontends.base.grpc_status_of`) and its
 message the status details. Every method runs in the core process, on the
 event loop, one coroutine per call, whichever transport carries it (the
 native one or grpc.aio, see :mod:`.transport`); the ``context`` is grpc.aio's
@@ -26,7 +26,7 @@ from ...core import Code, InferenceRequest, InferenceResponse, TritonError, begi
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
-from ..base import DETAILS_CHARS, grpc_status
+from ..base import DETAILS_CHARS, grpc_status_of
 from .codec import (
     infer_response_parts,
     model_metadata_to_proto,
@@ -56,7 +56,7 @@ _END = object()
 
 def _fail(context: grpc.aio.ServicerContext, exc: TritonError, empty: M) -> M:
     """Answer the call with ``exc``'s status and message (the message body is not sent)."""
-    context.set_code(grpc_status(exc.code))
+    context.set_code(grpc_status_of(exc))
     context.set_details(clip(exc.message, DETAILS_CHARS))
     return empty
 
@@ -194,7 +194,7 @@ class InferenceServicer(
         tracer = server.tracer
         recv_ns = time.perf_counter_ns() if tracer.enabled else 0
         try:
-            request, raws = parse_infer_request(data)
+            request, raws = parse_infer_request(data, server.options.network.max_json_request_bytes)
             core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
             answer: Any = lambda response, error: _answer_infer(reply, response, error)  # noqa: E731
             if recv_ns:  # the trace extension is on: sample this request

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritium.core import validation
+from tritium.core import tensor, validation
 from tritium.core.errors import Code, TritonError
 from tritium.core.request import InferenceRequest, InferInput
 
@@ -107,3 +108,26 @@ def test_the_checks_give_tritons_messages() -> None:
         with pytest.raises(TritonError) as caught:
             check(buffer, count)
         assert (caught.value.code, caught.value.message) == (Code.INVALID_ARG, message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(elements=st.lists(st.binary(max_size=12), max_size=40))
+def test_c_join_is_the_serialized_form(elements: list[bytes]) -> None:
+    assert native.join(elements) == serialize(elements) == tensor._join_in_python(elements)
+    array = np.empty(len(elements), dtype=np.object_)
+    array[:] = elements
+    assert tensor.serialize_bytes(array) == serialize(elements)
+    assert native.count(native.join(elements)) == (len(elements), 0, 0, 0)
+
+
+def test_join_takes_protobufs_repeated_bytes_and_refuses_other_items() -> None:
+    from tritium.proto import grpc_service_pb2 as pb
+
+    assert tensor._join is native.join
+    message = pb.ModelInferRequest.InferInputTensor()
+    message.contents.bytes_contents.extend([b"x", b"", b"yz"])
+    assert native.join(message.contents.bytes_contents) == serialize([b"x", b"", b"yz"])
+    with pytest.raises(TypeError, match="join\\(\\) needs bytes, not str"):
+        native.join([b"a", "b"])
+    with pytest.raises(TypeError):
+        native.join(7)  # type: ignore[arg-type]
