@@ -3,14 +3,17 @@
 One :class:`NetworkSettings` per server (``ServerOptions.network``), set by
 ``tritium-server``'s flags (:mod:`tritium.cli_network`); docs/security.md
 lists them with their defaults. Read by the HTTP and gRPC endpoints when
-they start, in the core process.
+they start, in the core process. One :class:`BodyBudget` per server
+(``InferenceServer.body_budget``), shared by the HTTP and gRPC endpoints.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["NetworkSettings", "TlsFiles", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_JSON_BYTES"]
+from .errors import Code, TritonError
+
+__all__ = ["BodyBudget", "NetworkSettings", "TlsFiles", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_JSON_BYTES"]
 
 #: the default ``--max-request-bytes``: a 256 MiB tensor and its header fit (Triton 2.51 has no
 #: HTTP limit and 2 GiB on gRPC; its later ``--http-max-input-size`` defaults to 64 MB)
@@ -42,9 +45,10 @@ class TlsFiles:
 class NetworkSettings:
     """Limits and timeouts of the endpoints (all seconds and bytes).
 
-    :ivar max_inflight_request_bytes: bytes of HTTP request bodies held at once over all
-        connections (``--max-inflight-request-bytes``; 0: four times ``--max-request-bytes``);
-        a body that does not fit is answered 503 with ``Retry-After``.
+    :ivar max_inflight_request_bytes: bytes of request bodies held at once over all connections
+        of the HTTP and gRPC endpoints together (``--max-inflight-request-bytes``; 0: four times
+        ``--max-request-bytes``; see :class:`BodyBudget`): an HTTP body that does not fit is
+        answered 503 with ``Retry-After``, a gRPC ModelInfer UNAVAILABLE.
     :ivar max_json_request_bytes: the largest JSON part of an HTTP inference request
         (``--max-json-request-bytes``): JSON is parsed into Python objects on a parse thread that
         holds the interpreter for the whole parse, so it is bounded more tightly than binary data.
@@ -67,3 +71,50 @@ class NetworkSettings:
     grpc_channel_args: dict[str, int] = field(default_factory=dict)
     grpc_tls: TlsFiles | None = None
     http_tls: TlsFiles | None = None
+
+
+class BodyBudget:
+    """The server's budget for bytes of request bodies held at once (``--max-inflight-request-bytes``).
+
+    One per server, shared by the HTTP endpoint (a body counts from its
+    declared length, before it is received, until its response is on the
+    wire) and the gRPC endpoint (a ModelInfer message, or one request of a
+    ModelStreamInfer, from its arrival until its responses are given). A
+    request that does not fit is refused with :meth:`refusal`: the budget
+    answers "come back later" (HTTP 503, gRPC UNAVAILABLE), never runs the
+    server out of memory. tritium's addition: Triton 2.51 has no such bound.
+    Used on the core's event loop only (no lock).
+
+    :param limit: the budget, bytes; at least one request at the size limit fits.
+    :ivar held: bytes taken now.
+    """
+
+    __slots__ = ("limit", "held")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    @classmethod
+    def for_limits(cls, max_inflight_request_bytes: int, max_request_bytes: int) -> BodyBudget:
+        """The budget of ``--max-inflight-request-bytes`` (0: four times ``--max-request-bytes``),
+        never below ``max_request_bytes`` (a request the size limit allows always fits an idle server)."""
+        return cls(max(max_inflight_request_bytes or 4 * max_request_bytes, max_request_bytes))
+
+    def reserve(self, size: int) -> bool:
+        """Take ``size`` bytes; False (nothing taken) when they do not fit beside those held."""
+        held = self.held + size
+        if held > self.limit:
+            return False
+        self.held = held
+        return True
+
+    def release(self, size: int) -> None:
+        """Give back ``size`` bytes taken by :meth:`reserve` (once per successful reserve)."""
+        self.held -= size
+
+    def refusal(self) -> TritonError:
+        """The error a request that does not fit fails with: UNAVAILABLE (HTTP 503, gRPC UNAVAILABLE)."""
+        return TritonError(
+            Code.UNAVAILABLE, f"the server holds {self.limit} bytes of request bodies already; retry later"
+        )

@@ -31,6 +31,7 @@ from .memory.pool import SharedBlock, TensorPool
 from .memory.regions import RegionKind
 from .memory.shm_region import SharedMemoryManager
 from .model_repository.manager import ModelRepositoryManager
+from .network import BodyBudget
 from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
@@ -105,6 +106,8 @@ class InferenceServer:
         self.tracer = Tracer(options.trace, options.trace_otel, self._known_model)
         #: Triton's logging extension (the process's log settings)
         self.logging = log_manager()
+        #: bytes of request bodies held by the HTTP and gRPC endpoints together (``--max-inflight-request-bytes``)
+        self.body_budget = BodyBudget.for_limits(options.network.max_inflight_request_bytes, options.max_request_bytes)
         self.frontends: list[Frontend] = []
         self._started = False
         self._stopping = False

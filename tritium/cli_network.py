@@ -33,7 +33,10 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
         type=int,
         default=0,
         metavar="BYTES",
-        help="tritium: bytes of HTTP request bodies held at once; more get 503 (default 4 x --max-request-bytes)",
+        help=(
+            "tritium: bytes of request bodies held at once, HTTP and gRPC together; more get HTTP 503 / "
+            "gRPC UNAVAILABLE (default 4 x --max-request-bytes)"
+        ),
     )
     p.add_argument(
         "--max-json-request-bytes",

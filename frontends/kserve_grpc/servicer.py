@@ -115,6 +115,8 @@ class InferenceServicer(
 
     def __init__(self, server: InferenceServer) -> None:
         self.server = server
+        #: the server's budget for bytes of requests held (``--max-inflight-request-bytes``, shared with HTTP)
+        self.budget = server.body_budget
 
     # -- health ------------------------------------------------------------------------
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
@@ -189,24 +191,43 @@ class InferenceServicer(
         ``reply`` runs: a transport copies them once, straight to where they
         go); ``reply(None, error)`` gets the error the call fails with. Called
         once, now (an error found before the model runs) or later.
+
+        The message's bytes count against the server's budget
+        (:attr:`budget`, ``--max-inflight-request-bytes``) from now until the
+        reply is given, whether the call succeeds, fails or was cancelled
+        meanwhile (the model still holds the request's tensors until it is
+        done); a message that does not fit fails UNAVAILABLE before it is parsed.
         """
-        server = self.server
+        server, budget, size = self.server, self.budget, len(data)
+        if not budget.reserve(size):
+            log.info("gRPC: a ModelInfer was refused: %d bytes of requests are in flight already", budget.held)
+            reply(None, budget.refusal())
+            return
+        held = [size]  # given back once, by the first reply
+
+        def release_then(parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
+            try:
+                reply(parts, error)
+            finally:
+                if held:
+                    budget.release(held.pop())
+
         tracer = server.tracer
         recv_ns = time.perf_counter_ns() if tracer.enabled else 0
         try:
             request, raws = parse_infer_request(data, server.options.network.max_json_request_bytes)
             core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
-            answer: Any = lambda response, error: _answer_infer(reply, response, error)  # noqa: E731
+            answer: Any = lambda response, error: _answer_infer(release_then, response, error)  # noqa: E731
             if recv_ns:  # the trace extension is on: sample this request
                 trace = begin_trace(tracer, core_request, "GRPC", recv_ns)
                 if trace is not None:
                     answer = traced_done(tracer, trace, answer)
             server.submit(core_request, answer)
         except TritonError as exc:
-            reply(None, exc)
+            release_then(None, exc)
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
             log.error("ModelInfer failed: %s", exc, exc_info=exc)
-            reply(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            release_then(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
 
     async def ModelStreamInfer(self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
         """Run every request of the stream as it arrives; write each response as it is ready.
@@ -214,7 +235,8 @@ class InferenceServicer(
         Responses of a model that is not decoupled go out in request order
         (as Triton writes them); a decoupled model's responses go out as
         they come. A request that fails gets an ``error_message`` and the
-        stream stays open.
+        stream stays open; so does one that does not fit the server's budget
+        (:attr:`budget`: each request's size counts until its responses are done).
         """
         out: asyncio.Queue[Any] = asyncio.Queue()
         reader = asyncio.ensure_future(self._read_stream(request_iterator, out))
@@ -258,13 +280,22 @@ class InferenceServicer(
         mine: asyncio.Future[None],
     ) -> None:
         """Run one request of a stream; ``previous``/``mine`` pass the turn to write in request order."""
-        server = self.server
+        server, budget, size, request_id = self.server, self.budget, request.ByteSize(), request.id
+        if not budget.reserve(size):
+            log.info("gRPC: a stream request was refused: %d bytes of requests are in flight already", budget.held)
+            del request  # not held while it waits for its turn: the budget did not count it
+            try:
+                await previous
+                out.put_nowait(stream_error(budget.refusal().message, request_id))
+            finally:
+                _pass_turn(previous, mine)
+            return
         try:
             try:
                 core_request = to_infer_request(request, server.model, None, server.shared_memory.resolve)
                 model = server.model(core_request.model_name, core_request.model_version)
             except TritonError as exc:
-                messages = [stream_error(exc.message, request.id)]
+                messages = [stream_error(exc.message, request_id)]
             else:
                 if getattr(model, "decoupled", False):
                     _pass_turn(previous, mine)  # responses go out as they come
@@ -277,8 +308,9 @@ class InferenceServicer(
                 out.put_nowait(message)
         except Exception as exc:  # a broken response must not end the stream
             log.error("ModelStreamInfer request failed: %s", exc, exc_info=exc)
-            out.put_nowait(stream_error(f"{type(exc).__name__}: {exc}", request.id))
+            out.put_nowait(stream_error(f"{type(exc).__name__}: {exc}", request_id))
         finally:
+            budget.release(size)
             _pass_turn(previous, mine)
 
     async def _stream_responses(self, request: InferenceRequest, decoupled: bool) -> AsyncGenerator[Any, None]:

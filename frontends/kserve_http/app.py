@@ -53,8 +53,6 @@ class HTTPFrontend:
     :param port: port to bind (``--http-port``).
     :param max_request_bytes: request body limit (larger bodies get 413).
     :param restrictions: ``--http-restricted-api`` groups: group -> (header, value).
-    :param max_inflight_bytes: the budget for bytes of request bodies held at once, over all
-        connections (0: four times ``max_request_bytes``); a body past it is answered 503.
     :param timeouts: header, body and keep-alive idle timeouts (:class:`~.connection_table.HttpTimeouts`).
     :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
@@ -70,7 +68,6 @@ class HTTPFrontend:
         port: int,
         max_request_bytes: int,
         restrictions: dict[str, tuple[str, str]] | None = None,
-        max_inflight_bytes: int = 0,
         timeouts: HttpTimeouts | None = None,
         tls: Any = None,
         max_json_bytes: int = 0,
@@ -82,9 +79,8 @@ class HTTPFrontend:
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
         self.connections = ConnectionTable(timeouts)
-        #: bytes of request bodies being received or handled, and their budget
-        self.inflight_bytes = 0
-        self.max_inflight_bytes = max(max_inflight_bytes or 4 * max_request_bytes, max_request_bytes)
+        #: bytes of request bodies being received or handled: the server's budget, shared with gRPC
+        self.budget = server.body_budget
         self.tls = tls
         self._listener: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -107,25 +103,17 @@ class HTTPFrontend:
         return error_response(body_too_large(size, limit, route_limit=limit < self.context.max_request_bytes))
 
     def reserve(self, size: int) -> bool:
-        """Take ``size`` bytes of the budget for bodies in flight (``--max-inflight-request-bytes``)."""
-        held = self.inflight_bytes + size
-        if held > self.max_inflight_bytes:
-            return False
-        self.inflight_bytes = held
-        return True
+        """Take ``size`` bytes of the server's budget for bodies in flight (``--max-inflight-request-bytes``)."""
+        return self.budget.reserve(size)
 
     def unreserve(self, size: int) -> None:
         """Give back bytes taken by :meth:`reserve`."""
-        self.inflight_bytes -= size
+        self.budget.release(size)
 
     def busy(self) -> HttpResponse:
         """503 (with ``Retry-After``) for a body the budget for bodies in flight cannot hold now."""
-        log.info("HTTP: a request body was refused: %d bytes of bodies are in flight already", self.inflight_bytes)
-        error = TritonError(
-            Code.UNAVAILABLE,
-            f"the server holds {self.max_inflight_bytes} bytes of request bodies already; retry later",
-        )
-        return error_response(error, {"Retry-After": "1"})
+        log.info("HTTP: a request body was refused: %d bytes of bodies are in flight already", self.budget.held)
+        return error_response(self.budget.refusal(), {"Retry-After": "1"})
 
     def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
         """The inference routes' binary bodies go into the arena (no copy to the worker); others into memory.
@@ -240,7 +228,6 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
         options.http_port,
         options.max_request_bytes,
         options.http_restricted_api,
-        options.network.max_inflight_request_bytes,
         HttpTimeouts(
             options.network.http_header_timeout_s,
             options.network.http_body_timeout_s,

@@ -28,7 +28,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tests.support.clients import http_call, module_server
+from tests.support.clients import declare_body, http_call, module_server, read_reply
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -289,15 +289,6 @@ def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: S
 # -- 2. memory follows what clients send -------------------------------------------------------
 
 
-def _declare(server: ServerProcess, path: str, size: int, send: int = 0) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", server.http_port))
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n".encode())
-    chunk = b"{" * (1 << 20)
-    for _ in range(send >> 20):
-        sock.sendall(chunk)
-    return sock
-
-
 def _settled_rss(server: ServerProcess, below: float) -> float:
     deadline = time.monotonic() + 10
     while rss_mib(server) >= below and time.monotonic() < deadline:
@@ -307,7 +298,7 @@ def _settled_rss(server: ServerProcess, below: float) -> float:
 
 def test_declared_but_unsent_bodies_cost_nothing(server: ServerProcess) -> None:
     before = rss_mib(server)
-    socks = [_declare(server, "/v2/repository/index", LIMIT) for _ in range(3)]
+    socks = [declare_body(server, "/v2/repository/index", LIMIT) for _ in range(3)]
     try:
         time.sleep(0.5)
         assert rss_mib(server) - before < 32  # three bodies of 64 MiB declared: no page taken yet
@@ -319,26 +310,17 @@ def test_declared_but_unsent_bodies_cost_nothing(server: ServerProcess) -> None:
 def test_abandoned_uploads_are_freed_at_once(server: ServerProcess) -> None:
     before = rss_mib(server)
     for _ in range(3):
-        sock = _declare(server, "/v2/repository/index", LIMIT, send=48 << 20)
+        sock = declare_body(server, "/v2/repository/index", LIMIT, send=48 << 20)
         sock.close()  # 48 MiB of 64 MiB sent, then gone
     assert _settled_rss(server, before + 40) < before + 40
 
 
 def test_bodies_past_the_in_flight_budget_get_503(server: ServerProcess) -> None:
     # (a load body: the route with the whole --max-request-bytes; the others' bodies are small)
-    held = [_declare(server, "/v2/repository/models/up/load", LIMIT) for _ in range(BUDGET // LIMIT)]
+    held = [declare_body(server, "/v2/repository/models/up/load", LIMIT) for _ in range(BUDGET // LIMIT)]
     try:
         time.sleep(0.3)
-        sock = _declare(server, "/v2/repository/models/up/load", LIMIT)
-        sock.settimeout(30)
-        reply = b""
-        while b"}" not in reply:
-            data = sock.recv(4096)
-            if not data:
-                break
-            reply += data
-        sock.close()
-        head, _, body = reply.partition(b"\r\n\r\n")
+        head, body = read_reply(declare_body(server, "/v2/repository/models/up/load", LIMIT))
         assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"\r\nRetry-After: 1\r\n" in head
         assert json.loads(body) == {"error": f"the server holds {BUDGET} bytes of request bodies already; retry later"}
     finally:
@@ -485,7 +467,7 @@ def test_load_errors_do_not_show_the_servers_folders(server: ServerProcess) -> N
 def test_a_disconnect_mid_body_is_one_short_line_at_most(server: ServerProcess) -> None:
     lines = len(server.log().splitlines())
     for _ in range(20):
-        sock = _declare(server, "/v2/models/echo/infer", 100_000)
+        sock = declare_body(server, "/v2/models/echo/infer", 100_000)
         sock.sendall(b'{"inp')
         sock.close()
     time.sleep(0.5)

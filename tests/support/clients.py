@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 from tests.support.server import ServerProcess
 
-__all__ = ["http_call", "grpc_call", "wait_grpc_ready", "module_server", "HTTP_ONLY"]
+__all__ = ["http_call", "declare_body", "read_reply", "grpc_call", "wait_grpc_ready", "module_server", "HTTP_ONLY"]
 
 #: flags for a server that only needs its HTTP endpoint
 HTTP_ONLY = ("--allow-grpc=false", "--allow-metrics=false")
@@ -31,6 +32,30 @@ def http_call(
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     finally:
         conn.close()
+
+
+def declare_body(server: ServerProcess, path: str, size: int, send: int = 0) -> socket.socket:
+    """Open a connection and POST ``path`` declaring a ``size``-byte body, of which ``send`` bytes (whole MiB) are sent."""
+    sock = socket.create_connection(("127.0.0.1", server.http_port))
+    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n".encode())
+    chunk = b"{" * (1 << 20)
+    for _ in range(send >> 20):
+        sock.sendall(chunk)
+    return sock
+
+
+def read_reply(sock: socket.socket, timeout: float = 30.0) -> tuple[bytes, bytes]:
+    """Read a JSON error answer (up to its closing brace) from ``sock`` and close it: (head, body)."""
+    sock.settimeout(timeout)
+    reply = b""
+    while b"}" not in reply:
+        data = sock.recv(4096)
+        if not data:
+            break
+        reply += data
+    sock.close()
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return head, body
 
 
 def grpc_call(server: ServerProcess, rpc: str, request: Any, metadata: Any = None) -> tuple[Any, Any]:

@@ -14,7 +14,7 @@ import textwrap
 
 CHECK = textwrap.dedent(
     r"""
-    import importlib.util, json, logging
+    import importlib.util, json, logging, types
     import tritium.frontends.kserve_grpc as grpc_endpoint
     from tritium.core.errors import TritonError
 
@@ -28,12 +28,13 @@ CHECK = textwrap.dedent(
     out["reason"] = grpc_endpoint.load_native_transport()
     importlib.util.find_spec = real_find_spec
     grpc_endpoint.load_native_transport = lambda: (None, "the extension was not built: test")
-    frontend = grpc_endpoint.GRPCFrontend(object(), "127.0.0.1", 1, transport="auto")
+    server = types.SimpleNamespace(body_budget=None)  # what the servicers read of the server at creation
+    frontend = grpc_endpoint.GRPCFrontend(server, "127.0.0.1", 1, transport="auto")
     out["auto"] = type(frontend._make_transport()).__name__
     out["auto_log"] = records[:]
-    out["aio"] = type(grpc_endpoint.GRPCFrontend(object(), "127.0.0.1", 1, transport="aio")._make_transport()).__name__
+    out["aio"] = type(grpc_endpoint.GRPCFrontend(server, "127.0.0.1", 1, transport="aio")._make_transport()).__name__
     try:
-        grpc_endpoint.GRPCFrontend(object(), "127.0.0.1", 1, transport="native")._make_transport()
+        grpc_endpoint.GRPCFrontend(server, "127.0.0.1", 1, transport="native")._make_transport()
     except TritonError as exc:
         out["native"] = [exc.code.name, exc.message]
     print(json.dumps(out))
