@@ -1,10 +1,11 @@
 """The per-instance runtime interface the python backend's model-facing classes call.
 
-``c_python_backend_utils`` (the ``pb_utils`` classes model code sees) talks to
-the instance that runs the model only through this protocol; the backend
-(``libtriton_python.InstanceContext``) implements it. Keeping the interface
-here lets the model-facing module depend on the runtime's contract without
-importing the backend module, which imports it in turn.
+``c_python_backend_utils`` (the ``pb_utils`` classes model code sees, defined
+in its ``python_backend_*`` parts) talks to the instance that runs the model
+only through this protocol; the backend (``libtriton_python.InstanceContext``)
+implements it. Keeping the interface here lets the model-facing modules depend
+on the runtime's contract without importing the backend module, which imports
+them in turn.
 
 Runs only inside a tritium worker process hosting a ``python`` model.
 """
