@@ -147,6 +147,7 @@ def test_large_json_body_is_parsed_off_the_event_loop(server: ServerProcess, enc
 def test_json_past_its_own_limit_is_refused_before_it_is_parsed(server: ServerProcess) -> None:
     count = JSON_LIMIT // 2
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [1] * count}]})
+    body = body[:-1]  # not JSON at its end: parsed first, this would be a 400 parse error instead
     assert JSON_LIMIT < len(body) < LIMIT
     (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body.encode()))
     assert (status, reply) == (
