@@ -83,6 +83,24 @@ def _check_value_count(body: Any) -> None:
         )
 
 
+#: base64 file contents are decoded this many characters at a time (a multiple of 4): each piece holds
+#: the interpreter while it is decoded, so a large file decoded on a thread lets the event loop run
+#: between the pieces (one call for 60 MiB held it about 0.25 s)
+_B64_PIECE = 4 << 20
+
+
+def _b64decode(text: str) -> bytes:
+    """``base64.b64decode(text, validate=True)``, in pieces of :data:`_B64_PIECE` characters.
+
+    :raises binascii.Error: as the one call would (padding is accepted at the very end only).
+    """
+    if len(text) <= _B64_PIECE:
+        return base64.b64decode(text, validate=True)
+    if text.find("=", 0, len(text) - 2) >= 0:
+        raise binascii.Error("Excess data after padding")
+    return b"".join(base64.b64decode(text[i : i + _B64_PIECE], validate=True) for i in range(0, len(text), _B64_PIECE))
+
+
 def _load_parameters(body: Any) -> tuple[str | None, dict[str, bytes]]:
     """The ``config`` override and the decoded ``file:`` uploads of a load body.
 
@@ -101,7 +119,7 @@ def _load_parameters(body: Any) -> tuple[str | None, dict[str, bytes]]:
             if not isinstance(value, str):
                 raise TritonError(Code.INVALID_ARG, "attempt to access JSON non-string as string")
             try:
-                files[key[len(_FILE) :]] = base64.b64decode(value, validate=True)
+                files[key[len(_FILE) :]] = _b64decode(value)
             except (binascii.Error, ValueError):
                 raise TritonError(Code.INVALID_ARG, f"failed to decode the base64 contents of '{key}'") from None
         else:

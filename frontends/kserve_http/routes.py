@@ -173,8 +173,9 @@ def _accepted_encoding(header: str | None) -> str | None:
     return None if chosen == "identity" else chosen
 
 
-#: an inference body whose JSON (or, compressed, whose body) is larger than this is decompressed
-#: and parsed on a thread of :data:`_PARSE_THREADS`, so the event loop keeps serving meanwhile
+#: an inference body whose JSON is larger than this (a compressed body: once inflated; one larger
+#: than OFFLOAD_COMPRESSED_BYTES is inflated there too) is parsed on a thread of
+#: :data:`_PARSE_THREADS`, so the event loop keeps serving meanwhile
 OFFLOAD_JSON_BYTES = 1 << 20
 OFFLOAD_COMPRESSED_BYTES = 16 << 10
 #: the threads that decompress and parse large bodies (a few: more large bodies wait their turn)
@@ -199,16 +200,18 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
         encoding = request.headers.get("content-encoding")
         if encoding is not None:
             encoding = _encoding(encoding)
-        size = len(request.body)
-        if size > OFFLOAD_COMPRESSED_BYTES and (
-            encoding is not None
-            or (
-                size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES
-            )
+        inflated = None
+        if encoding is not None and len(request.body) <= OFFLOAD_COMPRESSED_BYTES:
+            # inflated here (bounded: deflate makes at most about 1032 bytes of one), then parsed
+            # where a plain body of its inflated size would be
+            inflated = _decompress(request.body, encoding, ctx.max_request_bytes)
+        size = len(request.body if inflated is None else inflated)
+        if (encoding is not None and inflated is None) or (
+            size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES
         ):
-            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version, recv_ns))
+            _spawn(ctx, _infer_offloaded(ctx, request, model, encoding, version, recv_ns, inflated))
             return None
-        parsed = _parse(ctx, request, model, encoding, version)
+        parsed = _parse(ctx, request, model, encoding, version, inflated)
     except TritonError as exc:
         return error_response(exc)
     except Exception as exc:  # a bug must not take the connection down without an answer
@@ -268,12 +271,18 @@ def _spawn(ctx: EndpointContext, coroutine: Any) -> None:
 
 
 async def _infer_offloaded(
-    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str, recv_ns: int
+    ctx: EndpointContext,
+    request: HttpRequest,
+    model: Any,
+    encoding: str | None,
+    version: str,
+    recv_ns: int,
+    inflated: bytearray | None,
 ) -> None:
     """:func:`infer` for a large body: decoded on a parse thread, then submitted from the loop."""
     loop = asyncio.get_running_loop()
     try:
-        parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding, version)
+        parsed = await loop.run_in_executor(_PARSE_THREADS, _parse, ctx, request, model, encoding, version, inflated)
         answer = _submit(ctx, request, parsed, model, recv_ns)
     except TritonError as exc:
         answer = error_response(exc)
@@ -297,16 +306,24 @@ def _encoding(encoding: str) -> str | None:
 
 
 def _parse(
-    ctx: EndpointContext, request: HttpRequest, model: Any, encoding: str | None, version: str
+    ctx: EndpointContext,
+    request: HttpRequest,
+    model: Any,
+    encoding: str | None,
+    version: str,
+    inflated: bytearray | None = None,
 ) -> tuple[InferenceRequest, codec.OutputPlan]:
     """The request and its output plan, from the (decompressed) body.
 
     Pure computation over the body: runs on the event loop for the usual
-    bodies, on a parse thread for large ones.
+    bodies, on a parse thread for large ones. ``inflated``: the body of a
+    compressed request, already decompressed.
     """
     headers = request.headers
     body = request.body
-    view = memoryview(body if encoding is None else _decompress(body, encoding, ctx.max_request_bytes))
+    if inflated is None and encoding is not None:
+        inflated = _decompress(body, encoding, ctx.max_request_bytes)
+    view = memoryview(body if inflated is None else inflated)
     name = request.params["model"]
     length = codec.header_length(headers.get(_IHCL), len(view))
     if length > ctx.max_json_bytes:

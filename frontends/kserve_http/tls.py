@@ -47,8 +47,15 @@ def _load(context: ssl.SSLContext, tls: TlsFiles) -> None:
 
 
 def reload_certificate(context: ssl.SSLContext, tls: TlsFiles) -> None:
-    """Load the certificate and key again (on SIGHUP); a failure is logged and the old ones stay."""
+    """Load the certificate and key again (on SIGHUP); a failure is logged and the old ones stay.
+
+    The pair is loaded into a scratch context first: OpenSSL's load is not atomic (a new
+    certificate replaces the serving one before its key is read, so a key file that does not
+    load or match would leave new handshakes failing), and only a pair that loads is put into
+    the serving ``context``.
+    """
     try:
+        _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), tls)
         _load(context, tls)
     except TritonError as exc:
         log.error("%s; keeping the certificate loaded before", exc.message)

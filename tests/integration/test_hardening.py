@@ -9,26 +9,32 @@ unsent bodies cost nothing, abandoned ones are freed at once, a budget
 bounds all bodies together); client mistakes are 4xx with a JSON body (gRPC:
 INVALID_ARGUMENT / NOT_FOUND); echoed strings are clipped; a load error does
 not tell a client where the server is installed; a disconnect is not a
-traceback. The timeouts have their own module server (short timeouts).
+traceback. The timeouts are in test_hardening_timeouts.py (a server of short timeouts).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import struct
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 
 from tests.support.clients import declare_body, http_call, module_server, read_reply
+from tests.support.hostile import (
+    WBITS,
+    compressed,
+    post,
+    post_timed,
+    reset_peak_rss,
+    rss_mib,
+    watched,
+    while_watched,
+)
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -62,59 +68,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from module_server(tmp_path_factory.mktemp("hardening"), build, args)
 
 
-class HealthWatch:
-    """Polls ``GET /v2/health/live`` on its own thread; ``worst`` is the slowest answer (s)."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        self.server, self.worst, self._stop = server, 0.0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=120)
-        while not self._stop.is_set():
-            started = time.monotonic()
-            conn.request("GET", "/v2/health/live")
-            response = conn.getresponse()
-            response.read()
-            assert response.status == 200
-            self.worst = max(self.worst, time.monotonic() - started)
-            self._stop.wait(0.02)
-        conn.close()
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join(120)
-        return self.worst
-
-
-def while_watched(server: ServerProcess, action: Callable[[], Any]) -> tuple[Any, float]:
-    """Run ``action`` while the health endpoint is polled; its result and the slowest health answer."""
-    watch = HealthWatch(server)
-    time.sleep(0.1)
-    try:
-        result = action()
-    finally:
-        worst = watch.stop()
-    return result, worst
-
-
 #: the health endpoint must answer within this while a hostile input is handled (the issue asks for
 #: 1 s; the margin is for the shared test machine)
 HEALTH_S = 2.0
-
-
-def post(server: ServerProcess, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    status, _headers, reply = http_call(server, "POST", path, body, headers)
-    return status, json.loads(reply) if reply else None
-
-
-def rss_mib(server: ServerProcess, field: str = "VmRSS") -> float:
-    assert server.proc is not None
-    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(field)
 
 
 def raw_grpc(server: ServerProcess, method: str, payload: bytes) -> tuple[grpc.StatusCode, str]:
@@ -179,14 +135,15 @@ def test_typed_grpc_contents_past_the_json_limit_are_refused_before_they_are_par
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 
-def test_compression_bomb_is_refused_once_past_the_limit(server: ServerProcess) -> None:
-    deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
+@pytest.mark.parametrize("encoding", sorted(WBITS))
+def test_compression_bomb_is_refused_once_past_the_limit(server: ServerProcess, encoding: str) -> None:
+    deflater = zlib.compressobj(9, zlib.DEFLATED, WBITS[encoding])
     zeros = bytes(1 << 20)
     bomb = b"".join([deflater.compress(zeros) for _ in range(400)] + [deflater.flush()])  # 400 MiB inflated
     assert len(bomb) < LIMIT // 64  # well within the limit itself
-    before = rss_mib(server, "VmHWM")
+    before = reset_peak_rss(server)
     reply, worst = while_watched(
-        server, lambda: post(server, "/v2/models/echo/infer", bomb, {"Content-Encoding": "gzip"})
+        server, lambda: post(server, "/v2/models/echo/infer", bomb, {"Content-Encoding": encoding})
     )
     assert reply == (413, {"error": f"decompressed request body exceeds the maximum request size of {LIMIT} bytes"})
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
@@ -194,18 +151,37 @@ def test_compression_bomb_is_refused_once_past_the_limit(server: ServerProcess) 
     assert rss_mib(server, "VmHWM") - before < 2 * LIMIT / (1 << 20)
 
 
-def test_large_json_body_is_parsed_off_the_event_loop(server: ServerProcess) -> None:
-    count = 3_000_000
+@pytest.mark.parametrize("encoding", [None, *sorted(WBITS)])
+def test_large_json_body_is_parsed_off_the_event_loop(server: ServerProcess, encoding: str | None) -> None:
+    # 15 MB of JSON (compressed: 15 KB), refused only once all of it is parsed and converted: the
+    # health endpoint answers meanwhile. (On the event loop the parse takes about 1 s, too short
+    # for a bound on the slowest answer to tell; no answer at all comes while it runs there.)
+    count = 5_000_000
+    tensor = {"name": "INPUT0", "shape": [count + 1], "datatype": "UINT8", "data": [7] * count}
+    body, headers = compressed(json.dumps({"inputs": [tensor]}).encode(), encoding)
+    assert len(body) < 16 << 10 if encoding else len(body) < JSON_LIMIT
+    (status, reply, sent, answered), watch = watched(
+        server, lambda: post_timed(server, "/v2/models/echo/infer", body, headers)
+    )
+    assert (status, reply) == (
+        400,
+        {"error": "Unable to parse 'data': Shape does not match true shape of 'data' field"},
+    )
+    during = watch.answers_between(sent, answered)
+    assert during >= 3, f"{during} health answers in the {answered - sent:.2f} s of the parse"
+    assert watch.worst < HEALTH_S, f"health took {watch.worst:.2f} s"
+    # and a large body (parsed on a parse thread too) is answered
+    count = 600_000
     tensor = {"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [7] * count}
-    body = json.dumps({"inputs": [tensor]}).encode()
-    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body))
-    assert status == 200 and reply["outputs"][0]["shape"] == [count] and reply["outputs"][0]["data"][:3] == [7, 7, 7]
-    assert worst < HEALTH_S, f"health took {worst:.2f} s"
+    body, headers = compressed(json.dumps({"inputs": [tensor]}).encode(), encoding)
+    status, reply = post(server, "/v2/models/echo/infer", body, headers)
+    assert status == 200 and reply["outputs"][0]["shape"] == [count] and reply["outputs"][0]["data"] == [7] * count
 
 
 def test_json_past_its_own_limit_is_refused_before_it_is_parsed(server: ServerProcess) -> None:
     count = JSON_LIMIT // 2
     body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "UINT8", "data": [1] * count}]})
+    body = body[:-1]  # not JSON at its end: parsed first, this would be a 400 parse error instead
     assert JSON_LIMIT < len(body) < LIMIT
     (status, reply), worst = while_watched(server, lambda: post(server, "/v2/models/echo/infer", body.encode()))
     assert (status, reply) == (
@@ -284,6 +260,59 @@ def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: S
             "but only 0 bytes available"
         },
     )
+
+
+@pytest.fixture(scope="module")
+def aio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The module server's repository and limits, gRPC on the grpc.aio transport."""
+    root = tmp_path_factory.mktemp("hardening-aio")
+    plugins = (
+        (REPO_ROOT / "plugins.toml").read_text().replace("[frontends.grpc]\n", '[frontends.grpc]\ntransport = "aio"\n')
+    )
+    (root / "plugins.toml").write_text(plugins)
+
+    def build(repo: Path) -> None:
+        add_model(repo, "echo", identity_config("TYPE_UINT8", "[ -1 ]", max_batch_size=0))
+
+    args = [f"--max-request-bytes={LIMIT}", "--allow-metrics=false"]
+    yield from module_server(root, build, args, env={"TRITIUM_PLUGINS": str(root / "plugins.toml")})
+
+
+@pytest.mark.parametrize("transport", ["auto", "aio"])
+def test_grpc_compression_bomb_is_resource_exhausted(
+    server: ServerProcess, aio_server: ServerProcess, transport: str
+) -> None:
+    from tritium.proto import grpc_service_pb2 as pb
+
+    target = server if transport == "auto" else aio_server
+    native = "gRPC transport: native" in target.log()
+    size = 256 << 20  # all zeros: the channel's gzip sends about 256 KiB
+    tensor = pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="UINT8", shape=[size])
+    message = pb.ModelInferRequest(model_name="echo", inputs=[tensor], raw_input_contents=[bytes(size)])
+    payload = message.SerializeToString()
+    del message
+
+    def send() -> tuple[grpc.StatusCode, str]:
+        options = [("grpc.max_send_message_length", -1)]
+        with grpc.insecure_channel(target.grpc_url, options=options, compression=grpc.Compression.Gzip) as channel:
+            try:
+                channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")(payload, timeout=120)
+                return grpc.StatusCode.OK, ""
+            except grpc.RpcError as exc:
+                return exc.code(), exc.details()
+
+    before = reset_peak_rss(target)
+    (code, details), worst = while_watched(target, send)
+    # gRPC C++ 1.51 (the native transport's) checks the size once all of it is inflated; grpcio's
+    # core (grpc.aio) stops inflating at the limit
+    expected = f"Received message larger than max ({len(payload)} vs. {LIMIT})" if native else None
+    assert (code, details) == (grpc.StatusCode.RESOURCE_EXHAUSTED, expected or "Decompressed message larger than max")
+    assert worst < HEALTH_S, f"health took {worst:.2f} s"
+    assert http_call(target, "GET", "/v2/health/ready")[0] == 200
+    peak = rss_mib(target, "VmHWM") - before
+    if native and peak >= 2 * LIMIT / (1 << 20):
+        pytest.xfail(f"the native transport's gRPC C++ inflated the whole message ({peak:.0f} MiB) before refusing it")
+    assert peak < 2 * LIMIT / (1 << 20), f"{peak:.0f} MiB"
 
 
 # -- 2. memory follows what clients send -------------------------------------------------------
@@ -480,79 +509,6 @@ def test_no_traceback_in_the_log(server: ServerProcess) -> None:
     assert server.proc is not None and server.proc.poll() is None
 
 
-# -- 4. timeouts --------------------------------------------------------------------------------
-
-
-TIMEOUT_S = 2
-
-
-@pytest.fixture(scope="module")
-def short_timeouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    def build(repo: Path) -> None:
-        add_model(repo, "echo", identity_config("TYPE_UINT8", "[ -1 ]", max_batch_size=0))
-
-    args = [f"--http-{kind}-timeout-secs={TIMEOUT_S}" for kind in ("header", "body", "idle")]
-    yield from module_server(
-        tmp_path_factory.mktemp("timeouts"), build, [*args, f"--grpc-max-connection-idle-secs={TIMEOUT_S}"]
-    )
-
-
-@pytest.mark.parametrize(
-    "sends, trickle",
-    [
-        (b"", False),  # a keep-alive connection that never sends a request
-        (b"GET /v2/health/live HTTP/1.1\r\nHo", False),  # half a head
-        (b"GET /v2/health/live HTTP/1.1\r\n", True),  # a head that trickles in, a byte at a time
-        (b"POST /v2/models/echo/infer HTTP/1.1\r\nContent-Length: 100\r\n\r\n{", False),  # half a body
-    ],
-    ids=["idle", "half-head", "slow-head", "half-body"],
-)
-def test_silent_or_slow_connections_are_closed(short_timeouts: ServerProcess, sends: bytes, trickle: bool) -> None:
-    sock = socket.create_connection(("127.0.0.1", short_timeouts.http_port))
-    sock.settimeout(0.25)
-    sock.sendall(sends)
-    started = time.monotonic()
-    closed = None
-    while closed is None and time.monotonic() - started < 10 * TIMEOUT_S:
-        try:
-            if trickle:
-                sock.sendall(b"X")
-            if sock.recv(4096) == b"":
-                closed = time.monotonic() - started
-        except TimeoutError:
-            pass
-        except OSError:
-            closed = time.monotonic() - started
-    sock.close()
-    assert closed is not None and closed >= TIMEOUT_S - 0.5
-    assert "closing an HTTP connection" in short_timeouts.log()
-
-
-def test_a_busy_keep_alive_connection_is_not_closed(short_timeouts: ServerProcess) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", short_timeouts.http_port, timeout=30)
-    for _ in range(6):  # requests 0.5 s apart: idle, but never for the idle timeout
-        conn.request("GET", "/v2/health/live")
-        response = conn.getresponse()
-        response.read()
-        assert response.status == 200
-        time.sleep(TIMEOUT_S / 4)
-    conn.close()
-
-
-def test_an_idle_grpc_connection_is_closed(short_timeouts: ServerProcess) -> None:
-    states: list[grpc.ChannelConnectivity] = []
-    with grpc.insecure_channel(short_timeouts.grpc_url) as channel:
-        channel.subscribe(states.append)
-        call = channel.unary_unary("/inference.GRPCInferenceService/ServerLive")
-        call(b"", timeout=30)
-        deadline = time.monotonic() + 30 * TIMEOUT_S
-        while time.monotonic() < deadline and states[-1:] != [grpc.ChannelConnectivity.IDLE]:
-            time.sleep(0.1)
-        channel.unsubscribe(states.append)
-    # connected, then the server's GOAWAY after the idle time sends the channel back to IDLE
-    assert grpc.ChannelConnectivity.READY in states and states[-1] == grpc.ChannelConnectivity.IDLE, states
-
-
 # -- control-route bodies ---------------------------------------------------------------------------
 
 
@@ -584,8 +540,20 @@ def test_a_load_body_of_millions_of_values_is_refused_without_a_stall(server: Se
 
 
 def test_a_large_load_body_is_parsed_off_the_event_loop(server: ServerProcess) -> None:
-    # a model file of 40 MiB (base64): parsed and decoded on a thread
-    body = json.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "QUJD" * (10 << 20)}}).encode()
-    (status, reply), worst = while_watched(server, lambda: post(server, "/v2/repository/models/up/load", body))
-    assert status == 400 and "loading model files sent in the request is disabled" in reply["error"]
-    assert worst < HEALTH_S, worst
+    # a model file of 60 MiB (base64): parsed and decoded (in pieces) on a thread, the health endpoint
+    # answering meanwhile (about 10 answers; on the loop: none in about 0.5 s, too short for a bound)
+    body = json.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "QUJD" * (15 << 20)}}).encode()
+    assert len(body) < LIMIT
+    (status, reply, sent, answered), watch = watched(
+        server, lambda: post_timed(server, "/v2/repository/models/up/load", body, {})
+    )
+    assert (status, reply) == (
+        400,
+        {
+            "error": "failed to load 'up': loading model files sent in the request is disabled; start the "
+            "server with --model-load-allow-file-override=true to allow it"
+        },
+    )
+    during = watch.answers_between(sent, answered)
+    assert during >= 4, f"{during} health answers in the {answered - sent:.2f} s of the parse"
+    assert watch.worst < HEALTH_S, watch.worst

@@ -4,13 +4,17 @@ Certificates are made here with ``cryptography``: a CA, a server certificate
 for 127.0.0.1 / localhost and a client certificate. Clients are tritonclient's
 own, with their SSL options (gRPC ``ssl=True, root_certificates=...``, mutual
 TLS with ``private_key``/``certificate_chain``; HTTP ``ssl=True,
-ssl_context_factory=...``).
+ssl_context_factory=...``). SIGHUP reloads the HTTPS certificate: new connections
+see the new one, and a pair that does not load leaves the old one serving.
 """
 
 from __future__ import annotations
 
 import datetime
+import http.client
 import ipaddress
+import re
+import signal
 import ssl
 import time
 from collections.abc import Iterator
@@ -74,10 +78,16 @@ def _pem(path: Path, key=None, cert=None) -> Path:  # type: ignore[no-untyped-de
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("pki")
+def authority():  # type: ignore[no-untyped-def]
+    """The test CA: its certificate and key."""
     ca_key = _key()
-    ca = _certificate("tritium test CA", ca_key, ca=True)
+    return _certificate("tritium test CA", ca_key, ca=True), ca_key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory, authority) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("pki")
+    ca, ca_key = authority
     server_key, client_key = _key(), _key()
     server_cert = _certificate("localhost", server_key, ca.subject, ca_key, server=True)
     client_cert = _certificate("a client", client_key, ca.subject, ca_key)
@@ -260,3 +270,129 @@ def test_garbage_to_grpc_methods_over_tls_is_invalid_argument(tls_server: Server
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, info.value.details())
             assert info.value.details().startswith("malformed "), info.value.details()
     assert "gRPC transport: grpc.aio" in tls_server.log()
+
+
+# -- SIGHUP: the HTTPS endpoint reads its certificate and key again ------------------------------
+
+
+def _server_pair(authority, folder: Path, name: str):  # type: ignore[no-untyped-def]
+    """A new server key and certificate from the test CA, written to ``folder``: (cert file, key file, DER)."""
+    from cryptography.hazmat.primitives import serialization
+
+    ca, ca_key = authority
+    key = _key()
+    cert = _certificate("localhost", key, ca.subject, ca_key, server=True)
+    der = cert.public_bytes(serialization.Encoding.DER)
+    return _pem(folder / f"{name}.pem", cert=cert), _pem(folder / f"{name}.key", key=key), der
+
+
+def _peer_certificate(server: ServerProcess, pki: dict[str, Path]) -> bytes:
+    """The DER certificate a new TLS connection to the HTTPS endpoint is shown (verified against the CA)."""
+    import socket
+
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=10) as sock:
+        with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+@pytest.fixture
+def reloading_server(tmp_path: Path, authority) -> Iterator[tuple[ServerProcess, Path, Path, bytes]]:  # type: ignore[no-untyped-def]
+    """HTTPS (no client certificates) from files of its own: the server, its cert and key files, the cert's DER."""
+    from tests.support.clients import wait_grpc_ready
+
+    cert, key, der = _server_pair(authority, tmp_path, "live")
+    args = ["--http-use-ssl=true", f"--http-server-cert={cert}", f"--http-server-key={key}", "--allow-metrics=false"]
+    _build(tmp_path / "models")
+    server = ServerProcess([tmp_path / "models"], args).start(wait_ready=False)
+    try:
+        wait_grpc_ready(server)  # (gRPC is plaintext here: readiness without TLS)
+        yield server, cert, key, der
+    finally:
+        server.stop()
+
+
+def _hangup(server: ServerProcess) -> None:
+    assert server.proc is not None and server.proc.poll() is None
+    server.proc.send_signal(signal.SIGHUP)  # the server this test started, by its PID
+
+
+@pytest.mark.filterwarnings("ignore:ssl.match_hostname:DeprecationWarning")  # geventhttpclient's own call
+def test_sighup_reloads_the_https_certificate(reloading_server, authority, pki: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+    server, cert, key, first = reloading_server
+    assert _peer_certificate(server, pki) == first
+    kept = http.client.HTTPSConnection(
+        "127.0.0.1", server.http_port, timeout=10, context=ssl.create_default_context(cafile=str(pki["ca"]))
+    )
+    kept.request("GET", "/v2/health/live")
+    assert kept.getresponse().read() == b""
+    new_cert, new_key, second = _server_pair(authority, cert.parent, "next")
+    cert.write_bytes(new_cert.read_bytes())
+    key.write_bytes(new_key.read_bytes())
+    assert second != first
+    _hangup(server)
+    deadline = time.monotonic() + 10
+    while (seen := _peer_certificate(server, pki)) != second and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert seen == second
+    assert f"HTTP TLS: certificate reloaded from {cert}\n" in server.log()
+    # a connection made before keeps its session (and its certificate)
+    kept.request("GET", "/v2/health/ready")
+    response = kept.getresponse()
+    assert response.status == 200 and response.read() == b""
+    assert kept.sock is not None and kept.sock.getpeercert(binary_form=True) == first
+    kept.close()
+    client = httpclient.InferenceServerClient(
+        server.http_url, ssl=True, ssl_context_factory=_client_context(pki, False)
+    )
+    assert client.infer("identity", _inputs(httpclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
+    client.close()
+
+
+def _load_error(cert: Path, key: Path) -> str:
+    """What ``ssl`` says of loading this pair (the server logs the same text)."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        return str(exc)
+    raise AssertionError(f"{cert} / {key} loaded")
+
+
+@pytest.mark.filterwarnings("ignore:ssl.match_hostname:DeprecationWarning")  # geventhttpclient's own call
+def test_sighup_with_broken_files_keeps_the_certificate(reloading_server, authority, pki: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+    server, cert, key, first = reloading_server
+    assert server.proc is not None
+    other_cert, other_key, _ = _server_pair(authority, cert.parent, "other")
+    good_cert, good_key = cert.read_bytes(), key.read_bytes()
+    line = re.compile(
+        rf"E\d{{4}} \d\d:\d\d:\d\d\.\d{{6}} +{server.proc.pid} tls\.py:\d+\] HTTP TLS: cannot load "
+        rf"{re.escape(str(cert))} / {re.escape(str(key))}: (.+); keeping the certificate loaded before"
+    )
+    cases = {
+        "garbage certificate": (b"not a certificate\n", good_key),
+        "garbage key": (other_cert.read_bytes(), b"-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n"),
+        "a key of another certificate": (other_cert.read_bytes(), good_key),
+        "a certificate of another key": (good_cert, other_key.read_bytes()),
+    }
+    for done, (case, (cert_bytes, key_bytes)) in enumerate(cases.items(), 1):
+        cert.write_bytes(cert_bytes)
+        key.write_bytes(key_bytes)
+        expected = _load_error(cert, key)
+        _hangup(server)
+        deadline = time.monotonic() + 10
+        while len(errors := line.findall(server.log())) < done and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert errors[done - 1 :] == [expected], (case, server.log())
+        # the old certificate and key stay: new connections are served with them
+        assert _peer_certificate(server, pki) == first, case
+        client = httpclient.InferenceServerClient(
+            server.http_url, ssl=True, ssl_context_factory=_client_context(pki, False)
+        )
+        assert client.infer("identity", _inputs(httpclient)).as_numpy("OUTPUT0").tolist() == [[0.0, 1.0, 2.0, 3.0]]
+        client.close()
+    assert server.proc.poll() is None
+    log = server.log()
+    assert "Traceback" not in log and "certificate reloaded" not in log
+    assert sum("HTTP TLS" in text for text in log.splitlines()) == len(cases)  # one line each

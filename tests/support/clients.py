@@ -96,15 +96,20 @@ def wait_grpc_ready(server: ServerProcess, timeout: float = 120.0) -> None:
 
 
 def module_server(
-    root: Path, build: Callable[[Path], None], args: Sequence[str], grpc_only: bool = False
+    root: Path,
+    build: Callable[[Path], None],
+    args: Sequence[str],
+    grpc_only: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Iterator[ServerProcess]:
     """Build a repository under ``root`` with ``build``, run a server on it, stop it afterwards.
 
     ``grpc_only``: the HTTP endpoint is off, so readiness is waited for over gRPC.
+    ``env``: variables set for the server besides this process's (``TRITIUM_PLUGINS``, ...).
     """
     repo = root / "models"
     build(repo)
-    proc = ServerProcess([repo], list(args), log_path=root / "server.log")
+    proc = ServerProcess([repo], list(args), log_path=root / "server.log", env=env)
     proc.start(wait_ready=not grpc_only)
     try:
         if grpc_only:
