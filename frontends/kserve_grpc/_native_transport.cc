@@ -3,10 +3,24 @@
 
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+
+// gRPC's sanctioned way into a ByteBuffer's C buffer (ByteBuffer names it a friend; gRPC's own
+// definition is in its test utilities, which are not linked here).
+namespace grpc::internal {
+class GrpcByteBufferPeer {
+ public:
+  explicit GrpcByteBufferPeer(ByteBuffer* buffer) : buffer_(buffer) {}
+  grpc_byte_buffer* c_buffer() { return buffer_->c_buffer(); }
+
+ private:
+  ByteBuffer* buffer_;
+};
+}  // namespace grpc::internal
 
 namespace tritium_grpc {
 
@@ -166,7 +180,19 @@ bool Call::Completed(Op op, bool ok) {
         break;
       case kRead:  // a message, or (not ok) the client's half-close or a broken call
         reading_ = false;
-        if (!finishing_) hub_->Push(this, ok ? kMessage : kReadsDone, ok ? &in_ : nullptr);
+        if (finishing_) break;
+        if (ok) {
+          grpc::Status refused = Inflate();
+          if (!refused.ok()) {  // the call ends here; Python hears of it as a cancellation
+            in_.Clear();
+            finishing_ = true;
+            status_ = std::move(refused);
+            if (!writing_) StartFinish();
+            hub_->Push(this, kCancelled, nullptr);
+            break;
+          }
+        }
+        hub_->Push(this, ok ? kMessage : kReadsDone, ok ? &in_ : nullptr);
         break;
       case kWrite:
         writing_ = false;
@@ -194,6 +220,71 @@ bool Call::Completed(Op op, bool ok) {
   }
   Unref();  // the completed operation's reference
   return arrived;
+}
+
+grpc::Status Call::Inflate() {
+  grpc_byte_buffer* raw = grpc::internal::GrpcByteBufferPeer(&in_).c_buffer();
+  if (raw == nullptr || raw->type != GRPC_BB_RAW || raw->data.raw.compression == GRPC_COMPRESS_NONE) {
+    return grpc::Status::OK;
+  }
+  if (raw->data.raw.compression != GRPC_COMPRESS_GZIP && raw->data.raw.compression != GRPC_COMPRESS_DEFLATE) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "Unexpected compression algorithm");
+  }
+  const grpc::Status too_large(grpc::StatusCode::RESOURCE_EXHAUSTED, "Decompressed message larger than max");
+  const grpc::Status corrupt(grpc::StatusCode::INTERNAL, "Unexpected error decompressing data");
+  std::vector<grpc::Slice> slices;
+  if (!in_.Dump(&slices).ok()) return corrupt;
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) return corrupt;  // 15 + 32: a zlib (deflate) or gzip header
+  constexpr size_t kStep = 1u << 20;
+  const size_t limit = hub_->max_message;
+  size_t size = 0, capacity = 0;
+  char* out = nullptr;
+  int rc = Z_OK;
+  grpc::Status status = grpc::Status::OK;
+  for (size_t i = 0; i < slices.size() && rc != Z_STREAM_END && status.ok(); ++i) {
+    zs.next_in = const_cast<Bytef*>(slices[i].begin());
+    zs.avail_in = static_cast<uInt>(slices[i].size());
+    do {
+      if (size == capacity) {
+        if (size > limit) {  // a byte past the limit is out: refuse, without inflating more
+          status = too_large;
+          break;
+        }
+        size_t next = capacity + (capacity < kStep ? kStep : capacity);  // doubling, from 1 MiB
+        if (limit != SIZE_MAX && next > limit + 1) next = limit + 1;
+        char* bigger = static_cast<char*>(std::realloc(out, next));
+        if (bigger == nullptr) {
+          status = too_large;
+          break;
+        }
+        out = bigger;
+        capacity = next;
+      }
+      zs.next_out = reinterpret_cast<Bytef*>(out + size);
+      zs.avail_out = static_cast<uInt>(capacity - size);
+      rc = inflate(&zs, Z_NO_FLUSH);
+      size = capacity - zs.avail_out;
+      if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+        status = corrupt;
+        break;
+      }
+    } while (rc != Z_STREAM_END && (zs.avail_in > 0 || zs.avail_out == 0));
+  }
+  inflateEnd(&zs);
+  if (status.ok() && size > limit) status = too_large;
+  if (status.ok() && rc != Z_STREAM_END) status = corrupt;  // the data ended before the stream did
+  if (!status.ok() || size == 0) {
+    std::free(out);
+    if (status.ok()) {
+      grpc::Slice empty;
+      in_ = grpc::ByteBuffer(&empty, 1);
+    }
+    return status;
+  }
+  grpc::Slice slice(out, size, std::free);  // the slice owns out from here
+  in_ = grpc::ByteBuffer(&slice, 1);
+  return status;
 }
 
 void Call::StartRead() {
@@ -237,6 +328,10 @@ Engine::Engine(Hub* hub, const std::string& address, int max_receive_message_len
   for (const auto& [name, value] : int_options) builder.AddChannelArgument(name, value);
   for (const auto& [name, value] : string_options) builder.AddChannelArgument(name, value);
   builder.SetMaxReceiveMessageSize(max_receive_message_length);
+  // compressed messages reach Call::Inflate still compressed (gRPC C++ 1.51 would inflate them
+  // whole before checking their size)
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
+  hub_->max_message = max_receive_message_length < 0 ? SIZE_MAX : static_cast<size_t>(max_receive_message_length);
   builder.SetMaxSendMessageSize(-1);
   cq_ = builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();

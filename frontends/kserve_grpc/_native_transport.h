@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,8 @@ struct Event {
 class Hub {
  public:
   Hub();
+  // The largest request message once inflated, bytes (SIZE_MAX: no limit). Set before serving.
+  size_t max_message = SIZE_MAX;
   ~Hub();
   int fd() const { return fd_; }
   // Any thread. Takes a reference on call; swaps *message out when given.
@@ -142,6 +145,11 @@ class Call {
 
  private:
   ~Call();
+  // A message that came compressed (gzip or deflate; the server leaves per-message decompression
+  // to tritium) is inflated in place, a step at a time, and refused once past hub_->max_message:
+  // gRPC C++ 1.51 inflates a message whole before it checks its size, so a small compression bomb
+  // took gigabytes. Under mu_; OK for a message that was not compressed.
+  grpc::Status Inflate();
   void StartRead();  // these three run under mu_
   void StartWrite();
   void StartFinish();

@@ -25,7 +25,7 @@ from ...core import Code, TritonError
 
 try:
     from ._native import split_raw_inputs as _native_split
-except ImportError:  # not built: the Python walker below
+except ImportError:  # not built: large messages take protobuf's own parser (see split_raw_inputs)
     _native_split = None
 
 __all__ = ["LARGE", "NATIVE_SPLIT", "split_raw_inputs", "raw_output_parts"]

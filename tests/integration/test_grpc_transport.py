@@ -233,12 +233,34 @@ def test_cancelled_and_disconnected_calls_leave_nothing_behind(server: ServerPro
 
 
 def test_compressed_requests(server: ServerProcess) -> None:
-    data = np.arange(100_000, dtype=np.float32)
+    # (the native transport inflates them itself: an empty tensor, one step, and 4 MB over several)
+    rng = np.random.default_rng(7)
+    tensors = [np.zeros(0, np.float32), np.arange(100_000, dtype=np.float32)]
+    tensors.append(rng.integers(0, 16, 1_000_000).astype(np.float32))
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         for algorithm in ("gzip", "deflate"):
-            result = client.infer("identity", [fp32(data)], compression_algorithm=algorithm)
+            for data in tensors:
+                result = client.infer("identity", [fp32(data)], compression_algorithm=algorithm)
+                assert np.array_equal(result.as_numpy("OUTPUT0"), data)
+    finally:
+        client.close()
+
+
+def test_compressed_stream_requests(server: ServerProcess) -> None:
+    results: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    sent = [np.arange(n, dtype=np.float32) for n in (3, 300_000)]
+    try:
+        client.start_stream(lambda result, error: results.put((result, error)), compression_algorithm="gzip")
+        for i, data in enumerate(sent):
+            client.async_stream_infer("identity", [fp32(data)], request_id=str(i))
+        for i, data in enumerate(sent):
+            result, error = results.get(timeout=30)
+            assert error is None
+            assert result.get_response().id == str(i)
             assert np.array_equal(result.as_numpy("OUTPUT0"), data)
+        client.stop_stream()
     finally:
         client.close()
 
