@@ -231,7 +231,7 @@ grpc::Status Call::Inflate() {
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "Unexpected compression algorithm");
   }
   const grpc::Status too_large(grpc::StatusCode::RESOURCE_EXHAUSTED, "Decompressed message larger than max");
-  const grpc::Status corrupt(grpc::StatusCode::INTERNAL, "Unexpected error decompressing data");
+  const grpc::Status corrupt(grpc::StatusCode::INTERNAL, "Decompression failed due to data error");
   std::vector<grpc::Slice> slices;
   if (!in_.Dump(&slices).ok()) return corrupt;
   z_stream zs{};

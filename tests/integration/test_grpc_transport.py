@@ -10,12 +10,14 @@ other gRPC suite runs on the default transport (native wherever it is built).
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import queue
 import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +247,37 @@ def test_compressed_requests(server: ServerProcess) -> None:
                 assert np.array_equal(result.as_numpy("OUTPUT0"), data)
     finally:
         client.close()
+
+
+#: what each transport answers for a compressed message that does not inflate (grpc.aio: grpcio's core)
+CORRUPT = {
+    "native": {
+        "garbage": "Decompression failed due to data error",
+        "truncated": "Decompression failed due to data error",
+    },
+    "aio": {"garbage": "Decompression failed due to zlib error", "truncated": "Decompression failed due to data error"},
+}
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_corrupt_compressed_messages_are_internal_errors(server: ServerProcess, encoding: str) -> None:
+    from tests.support.raw_grpc import raw_call
+
+    method = "/inference.GRPCInferenceService/ModelInfer"
+    port = int(server.grpc_url.rsplit(":", 1)[1])
+    message = infer_request("identity", np.arange(4, dtype=np.float32), "ok").SerializeToString()
+    packed = gzip.compress(message) if encoding == "gzip" else zlib.compress(message)
+    expected = CORRUPT[server.transport]  # type: ignore[attr-defined]
+    for case, payload in (("garbage", b"\x00 not compressed data"), ("truncated", packed[:-6])):
+        answer = raw_call(port, method, payload, encoding)
+        assert (answer["grpc-status"], answer["grpc-message"]) == ("13", expected[case]), case
+    assert raw_call(port, method, packed, encoding)["grpc-status"] == "0"  # the same message, whole
+    with grpc.insecure_channel(server.grpc_url) as channel:  # and the server goes on
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert (
+            stub.ModelInfer(infer_request("identity", np.arange(4, dtype=np.float32), "after"), timeout=60).id
+            == "after"
+        )
 
 
 def test_compressed_stream_requests(server: ServerProcess) -> None:
