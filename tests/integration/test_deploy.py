@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -160,8 +159,7 @@ def test_hpa_metrics_come_from_series_tritium_exports(start_server, tmp_path: Pa
         'output [{name: "OUTPUT0", data_type: TYPE_FP32, dims: [4]}]\n'
     )
     server = start_server([repo])
-    with urllib.request.urlopen(server.metrics_url) as resp:
-        exported = resp.read().decode()
+    exported = server.wait_metrics()
     used = {"nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success"}
     text = "\n".join(r["seriesQuery"] + r["metricsQuery"] for r in rules)
     for name in used:

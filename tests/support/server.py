@@ -112,6 +112,21 @@ class ServerProcess:
             time.sleep(0.1)
         raise RuntimeError(f"tritium-server not live after {timeout} s:\n{self.log()}")
 
+    def wait_metrics(self, timeout: float = 30.0) -> str:
+        """The metrics endpoint's first answer (its text), once it listens: the endpoints start one
+        after another, so ``/v2/health/live`` may answer before the metrics port is bound.
+
+        :raises RuntimeError: when it does not answer within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.metrics_url, timeout=5) as resp:
+                    return resp.read().decode()
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        raise RuntimeError(f"the metrics endpoint did not answer within {timeout} s:\n{self.log()}")
+
     def wait_exit(self, timeout: float = 60.0) -> int:
         """Wait for the process to exit on its own; return its status."""
         assert self.proc is not None
