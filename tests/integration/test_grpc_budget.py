@@ -29,7 +29,7 @@ from tritonclient.grpc import service_pb2_grpc
 from tests.integration.test_grpc_transport import TRANSPORTS
 from tests.support.clients import declare_body, read_reply, wait_grpc_ready
 from tests.support.repo import add_model
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, transport_plugins
 
 LIMIT = 8 << 20  # --max-request-bytes
 BUDGET = 24 << 20  # --max-inflight-request-bytes: three 7 MiB messages fit, a fourth does not
@@ -39,14 +39,6 @@ REFUSED = f"the server holds {BUDGET} bytes of request bodies already; retry lat
 UNKNOWN = "Request for unknown model: 'nope' is not found"
 WAIT_S = 60.0  # the bound of every poll
 
-PLUGINS = """
-[frontends.http]
-enabled = true
-
-[frontends.grpc]
-enabled = true
-transport = "{transport}"
-"""
 GATED = """
 import os
 import time
@@ -93,13 +85,11 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     tmp = tmp_path_factory.mktemp(f"grpc_budget_{request.param}")
     repo = tmp / "models"
     add_model(repo, "gated", GATED_CONFIG, files={"1/model.py": GATED.format(gate=str(tmp / "gate"))})
-    plugins = tmp / "plugins.toml"
-    plugins.write_text(PLUGINS.format(transport=request.param))
     proc = ServerProcess(
         [repo],
         [f"--max-request-bytes={LIMIT}", f"--max-inflight-request-bytes={BUDGET}", "--allow-metrics=false"],
         log_path=tmp / "server.log",
-        env={"TRITIUM_PLUGINS": str(plugins)},
+        env=transport_plugins(tmp, request.param),
     )
     proc.start()
     proc.gate = Gate(tmp / "gate")  # type: ignore[attr-defined]

@@ -36,7 +36,7 @@ from tests.support.hostile import (
     while_watched,
 )
 from tests.support.repo import add_model, identity_config
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, transport_plugins
 
 LIMIT = 64 << 20  # --max-request-bytes
 BUDGET = 192 << 20  # --max-inflight-request-bytes: three bodies at the limit
@@ -195,22 +195,17 @@ def test_json_past_its_own_limit_is_refused_before_it_is_parsed(server: ServerPr
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
 
 
+def binary_strings(shape: int, data: bytes) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of an inference on ``strings``: one BYTES input of ``shape`` elements whose
+    serialized ``data`` travels as binary data."""
+    input0 = {"name": "INPUT0", "shape": [shape], "datatype": "BYTES", "parameters": {"binary_data_size": len(data)}}
+    header = json.dumps({"inputs": [input0]}).encode()
+    return header + data, {"Inference-Header-Content-Length": str(len(header))}
+
+
 def test_millions_of_empty_bytes_elements_are_checked_without_a_python_loop(server: ServerProcess) -> None:
     count = 12_000_000  # 48 MB of empty strings
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT0",
-                    "shape": [count + 1],
-                    "datatype": "BYTES",
-                    "parameters": {"binary_data_size": 4 * count},
-                }
-            ]
-        }
-    ).encode()
-    body = header + struct.pack("<I", 0) * count
-    headers = {"Inference-Header-Content-Length": str(len(header))}
+    body, headers = binary_strings(count + 1, struct.pack("<I", 0) * count)
     reply, worst = while_watched(server, lambda: post(server, "/v2/models/strings/infer", body, headers))
     assert reply == (
         400,
@@ -226,20 +221,8 @@ def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: S
     # elements of lengths 0 and 1 in turn: no one stride, so no vectorised count; in Python this
     # walk took about 0.3 µs an element on the event loop (3.6 s here)
     pairs = 6_000_000
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT0",
-                    "shape": [2 * pairs + 1],
-                    "datatype": "BYTES",
-                    "parameters": {"binary_data_size": 9 * pairs},
-                }
-            ]
-        }
-    ).encode()
-    body = header + (struct.pack("<I", 0) + struct.pack("<I", 1) + b"a") * pairs  # 54 MB
-    headers = {"Inference-Header-Content-Length": str(len(header))}
+    data = (struct.pack("<I", 0) + struct.pack("<I", 1) + b"a") * pairs  # 54 MB
+    body, headers = binary_strings(2 * pairs + 1, data)
     reply, worst = while_watched(server, lambda: post(server, "/v2/models/strings/infer", body, headers))
     assert reply == (
         400,
@@ -250,10 +233,7 @@ def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: S
     )
     assert worst < HEALTH_S, f"health took {worst:.2f} s"
     # the same walk finds a broken element at the end of such a body
-    broken = body[:-1]
-    headers = {"Inference-Header-Content-Length": str(len(header))}
-    fixed = broken.replace(f'"binary_data_size": {9 * pairs}'.encode(), f'"binary_data_size": {9 * pairs - 1}'.encode())
-    assert post(server, "/v2/models/strings/infer", fixed, headers) == (
+    assert post(server, "/v2/models/strings/infer", *binary_strings(2 * pairs + 1, data[:-1])) == (
         400,
         {
             "error": "incomplete string data for inference input 'INPUT0', expecting string of length 1 "
@@ -266,16 +246,12 @@ def test_millions_of_bytes_elements_of_varied_lengths_are_checked_in_c(server: S
 def aio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """The module server's repository and limits, gRPC on the grpc.aio transport."""
     root = tmp_path_factory.mktemp("hardening-aio")
-    plugins = (
-        (REPO_ROOT / "plugins.toml").read_text().replace("[frontends.grpc]\n", '[frontends.grpc]\ntransport = "aio"\n')
-    )
-    (root / "plugins.toml").write_text(plugins)
 
     def build(repo: Path) -> None:
         add_model(repo, "echo", identity_config("TYPE_UINT8", "[ -1 ]", max_batch_size=0))
 
     args = [f"--max-request-bytes={LIMIT}", "--allow-metrics=false"]
-    yield from module_server(root, build, args, env={"TRITIUM_PLUGINS": str(root / "plugins.toml")})
+    yield from module_server(root, build, args, env=transport_plugins(root, "aio"))
 
 
 @pytest.mark.parametrize("transport", ["auto", "aio"])

@@ -23,6 +23,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: the checkout (its plugins.toml)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def transport_plugins(folder: Path, transport: str) -> dict[str, str]:
+    """The environment for a server on the project's plugins.toml with ``[frontends.grpc] transport``
+    forced to ``transport`` (``"native"``, ``"aio"``): the file is written into ``folder``."""
+    text = (REPO_ROOT / "plugins.toml").read_text()
+    assert "[frontends.grpc]\n" in text
+    plugins = folder / f"plugins-{transport}.toml"
+    plugins.write_text(text.replace("[frontends.grpc]\n", f'[frontends.grpc]\ntransport = "{transport}"\n'))
+    return {"TRITIUM_PLUGINS": str(plugins)}
+
+
 class ServerProcess:
     """One ``python -m tritium`` process with its own ports and log file.
 
