@@ -20,7 +20,6 @@ __all__ = [
     "run_perf",
     "install_perf_analyzer_libraries",
     "write_section",
-    "children_of",
     "process_cpu_s",
     "ROOT",
     "RESULTS",
@@ -41,11 +40,6 @@ class Row:
     server_cpu_us: float = 0.0  # the server's own process
     worker_cpu_us: float = 0.0  # its child processes together (tritium workers, Triton's python stubs)
     client_cpu_us: float = 0.0  # perf_analyzer itself
-
-
-def children_of(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid``."""
-    return perf.children_of(pid)
 
 
 def process_cpu_s(pid: int) -> float:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import Row, run_perf, write_section  # noqa: E402
 from benchmarks.python_backend import IDENTITY as PY_IDENTITY  # noqa: E402  (the same model.py)
 from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
-from tests.support.procs import children_of, shm_entries  # noqa: E402
+from tests.support.procs import shm_entries, worker_pids  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 
 ELEMENTS = 4 * 1024 * 1024  # FP32: 16 MiB
@@ -178,7 +178,7 @@ def soak(count: int, output: Path) -> None:
                         client.register_system_shared_memory("out", f"{prefix}_out", 64)
 
             burst(1000)
-            workers = children_of(core)
+            workers = worker_pids(core)
             before = (
                 _rss_kib(core),
                 len(os.listdir(f"/proc/{core}/fd")),

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -30,6 +31,7 @@ from .errors import Code, TritonError
 __all__ = [
     "configure_logging",
     "configure_worker_logging",
+    "set_worker_log_context",
     "TritonFormatter",
     "LogManager",
     "LOG_FORMATS",
@@ -251,6 +253,7 @@ def relay_worker_line(line: str, instance: str, pid: int | None) -> None:
         try:
             data = json.loads(line[len(WORKER_RECORD) :])
             level, source, model, message = int(data["l"]), str(data["s"]), str(data.get("m", "")), str(data["t"])
+            instance = str(data.get("i") or instance)  # a shared worker's record names its instance
         except (ValueError, KeyError, TypeError):
             level, source, model, message = logging.INFO, "worker:0", "", line
     else:
@@ -273,28 +276,38 @@ def relay_worker_line(line: str, instance: str, pid: int | None) -> None:
 
 
 class _WorkerFormatter(logging.Formatter):
-    """A worker's records as :data:`WORKER_RECORD` lines, for the core to relay."""
+    """A worker's records as :data:`WORKER_RECORD` lines, for the core to relay.
+
+    The model (and instance) a record names is the calling thread's (:func:`set_worker_log_context`:
+    a shared worker runs each model instance on its own thread), else the worker's one model.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.model = ""
+        self.context = threading.local()
 
     def format(self, record: logging.LogRecord) -> str:
         text = record.getMessage()
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        data = {"l": record.levelno, "s": f"{record.filename}:{record.lineno}", "m": self.model, "t": text}
+        model = getattr(self.context, "model", None) or self.model
+        data = {"l": record.levelno, "s": f"{record.filename}:{record.lineno}", "m": model, "t": text}
+        instance = getattr(self.context, "instance", None)
+        if instance:
+            data["i"] = instance
         return WORKER_RECORD + json.dumps(data)
 
 
 _worker_formatter: _WorkerFormatter | None = None
 
 
-def configure_worker_logging(verbose: int = 0, model: str = "") -> None:
+def configure_worker_logging(verbose: int = 0, model: str | None = None) -> None:
     """In a worker process: send the ``tritium`` loggers' records to stderr as :data:`WORKER_RECORD` lines.
 
     :param verbose: the server's ``--log-verbose`` when the worker started; > 0 sends DEBUG lines too.
-    :param model: the model the worker hosts, once known.
+    :param model: the model the worker hosts, once known (records of every thread name it);
+        None leaves it as it is.
     """
     global _worker_formatter
     if _worker_formatter is None:
@@ -306,12 +319,24 @@ def configure_worker_logging(verbose: int = 0, model: str = "") -> None:
         handler.setFormatter(_worker_formatter)
         logger.addHandler(handler)
         logger.propagate = False
-    _worker_formatter.model = model
+    if model is not None:
+        _worker_formatter.model = model
     logger = logging.getLogger("tritium")
     if verbose > 0 or logger.level == logging.DEBUG:  # the core filters; a worker only sends more
         logger.setLevel(logging.DEBUG)
     else:
         logger.setLevel(logging.INFO)
+
+
+def set_worker_log_context(model: str, instance: str = "") -> None:
+    """In a worker process: the model (and model instance) the calling thread's records name.
+
+    A shared worker runs each model instance on its own thread; its records then name that
+    instance, whatever the worker hosts. A no-op before :func:`configure_worker_logging`.
+    """
+    if _worker_formatter is not None:
+        _worker_formatter.context.model = model
+        _worker_formatter.context.instance = instance
 
 
 def configure_logging(verbose: int = 0, prefix: str = "") -> None:

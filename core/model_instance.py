@@ -1,10 +1,13 @@
-"""The core's handle on one model instance: its worker process, health and restarts.
+"""The core's handle on one model instance: its place in a worker process, and its restarts.
 
-One ``instance_group`` entry with ``count: N`` gives N instances, each in its
-own worker process. An instance whose worker dies (or stops answering pings)
-is taken out of scheduling at once, its in-flight requests fail with the
-reason, and it is restarted with back-off (0.5 s doubling to 30 s) until it
-is READY again or the model unloads. Runs on the core's event loop.
+One ``instance_group`` entry with ``count: N`` gives N instances; each runs in the worker
+process its :class:`~.worker.placement.Placement` names (the backend's shared worker, a
+worker of the model's own, or one of its own: :mod:`.worker.placement`), on its own
+thread there, so instances execute at the same time. An instance whose worker dies (or
+stops answering its health checks) is taken out of scheduling at once, its in-flight
+requests fail with the reason, and it is restarted with back-off (0.5 s doubling to 30 s)
+in a new worker of its placement until it is READY again or the model unloads. Runs on the
+core's event loop.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 from .errors import TritonError
 from .memory.pool import TensorPool
 from .scheduler.base import Batch
+from .worker.placement import Placement
 from .worker.process import WorkerProcess
 from .worker.protocol import Kind
+from .worker.supervisor import WorkerSupervisor
 
 log = logging.getLogger("tritium.model")
 
@@ -51,10 +56,11 @@ class InstanceOptions:
     env: dict[str, str] | None = None  # environment variables of the workers (a model environment)
     execute_timeout_s: float = 0.0  # kill a worker whose batch runs longer (0: no limit)
     rate_limiter: Any = None  # the server's RateLimiter (tritium.core.scheduler.rate_limiter), when on
+    workers: WorkerSupervisor | None = None  # the server's worker processes, set by the repository manager
 
 
 class ModelInstance:
-    """One model instance (one worker process).
+    """One model instance, placed in a worker process.
 
     :param name: Triton's instance name (``<group name>_<index>``).
     :param kind: ``KIND_CPU`` or ``KIND_GPU``.
@@ -62,6 +68,9 @@ class ModelInstance:
     :param model_settings: the INIT_MODEL settings (backend, paths, ...), without the config.
     :param pool: the core's tensor pool.
     :param options: start-up and health settings.
+    :param placement: the worker it runs in.
+    :param model_key: the load of the model it belongs to (its instances placed in one
+        worker share the model's initialization there).
     :param on_ready: called when the instance (re)becomes able to take batches.
     :param on_lost: called with the reason when it stops being able to.
     """
@@ -74,18 +83,27 @@ class ModelInstance:
         model_settings: dict[str, Any],
         pool: TensorPool,
         options: InstanceOptions,
+        placement: Placement,
+        model_key: object,
         on_ready: Callable[[ModelInstance], None],
         on_lost: Callable[[ModelInstance, str], None],
     ) -> None:
         self.name = name
         self.kind = kind
         self.device_id = device_id
+        self.placement = placement
         self._settings = model_settings
         self._pool = pool
         self._options = options
+        self._model_key = model_key
         self._on_ready = on_ready
         self._on_lost = on_lost
         self.worker: WorkerProcess | None = None
+        #: the instance's id in its worker (0: not placed)
+        self.instance_id = 0
+        self._model_id = 0
+        self._holds_model = False  # holds a reference to the model's initialization in its worker
+        self._initialized = False  # its worker ran its instance initialization
         self.ready = False
         self.restarts = 0
         self._config: dict[str, Any] | None = None
@@ -101,58 +119,64 @@ class ModelInstance:
 
     @property
     def pid(self) -> int | None:
-        """PID of the worker process (None before start)."""
-        return self.worker.pid if self.worker else None
+        """PID of the worker process it runs in (None while it has none running)."""
+        return self.worker.pid if self.worker is not None and self.worker.alive else None
+
+    def _supervisor(self) -> WorkerSupervisor:
+        supervisor = self._options.workers
+        assert supervisor is not None, "InstanceOptions.workers is set by the repository manager"
+        return supervisor
 
     # -- start -----------------------------------------------------------------
     async def start_model(self, config: dict[str, Any], auto_complete: bool) -> dict[str, Any]:
-        """Spawn the worker and run the backend's model initialization.
+        """Place the instance in its worker (started when needed) and have the backend's model
+        initialization run there (once per worker for all the model's instances).
 
         :returns: the model config after the backend's auto-complete (JSON form).
-        :raises TritonError: why the worker or the backend failed.
+        :raises TritonError: why the worker or the backend failed (the instance then leaves the worker).
         """
-        worker = WorkerProcess(
-            self.name,
-            self._pool,
-            self._worker_exited,
-            self._options.python,
-            self._options.log_verbose,
-            self._options.bls,
-            self._options.env,
-            self._settings.get("model_path"),
-            self._options.execute_timeout_s,
-        )
+        worker = await self._supervisor().acquire(self.placement, self._options)
         self.worker = worker
-        await worker.start(self._options.init_timeout_s)
+        self.instance_id = worker.place_instance(self, self._options.execute_timeout_s)
+        self._holds_model = True
         settings = dict(self._settings, config=config, auto_complete=auto_complete)
-        reply = await worker.call(Kind.INIT_MODEL, settings, self._options.init_timeout_s)
+        try:
+            self._model_id, reply = await worker.init_model(
+                self._model_key, settings, self._options.init_timeout_s, self.name
+            )
+        except TritonError:
+            await self._leave(worker)
+            raise
         return dict(reply["config"])
 
     async def start_instance(self, config: dict[str, Any]) -> None:
         """Run the backend's instance initialization with the final config; then the instance is ready.
 
-        :raises TritonError: why it failed (the worker is then stopped).
+        :raises TritonError: why it failed (the instance then leaves its worker).
         """
-        assert self.worker is not None
+        worker = self.worker
+        assert worker is not None
         self._config = config
-        settings = {"name": self.name, "kind": self.kind, "device_id": self.device_id, "config": config}
+        settings = {
+            "model_id": self._model_id,
+            "instance_id": self.instance_id,
+            "name": self.name,
+            "kind": self.kind,
+            "device_id": self.device_id,
+            "config": config,
+        }
         try:
-            await self.worker.call(Kind.INIT_INSTANCE, settings, self._options.init_timeout_s)
+            await worker.call(Kind.INIT_INSTANCE, settings, self._options.init_timeout_s, self.name)
         except TritonError:
-            await self.worker.stop(self._options.shutdown_timeout_s)
+            await self._leave(worker)
             raise
+        self._initialized = True
         self.ready = True
-        self._spawn(self._ping_loop(self.worker))
         self._on_ready(self)
 
     async def start(self, config: dict[str, Any]) -> None:
         """Start with a final config (no auto-complete): model then instance initialization."""
-        try:
-            await self.start_model(config, auto_complete=False)
-        except TritonError:
-            if self.worker is not None:
-                await self.worker.stop(self._options.shutdown_timeout_s)
-            raise
+        await self.start_model(config, auto_complete=False)
         await self.start_instance(config)
 
     # -- data path ---------------------------------------------------------------
@@ -165,49 +189,50 @@ class ModelInstance:
         assert self.worker is not None
         limiter, demand = self._options.rate_limiter, self.rate_demand
         if limiter is None or demand is None:
-            self.worker.execute(batch)
+            self.worker.execute(batch, self.instance_id)
             return
-        worker = self.worker
+        worker, instance_id = self.worker, self.instance_id
 
         def start() -> None:
             batch.add_finalizer(lambda: limiter.release(demand))
-            worker.execute(batch)
+            worker.execute(batch, instance_id)
 
         limiter.submit(demand, start, self)
 
-    # -- health and restarts -------------------------------------------------------
+    # -- leaving the worker, failures and restarts -------------------------------------
+    async def _leave(self, worker: WorkerProcess) -> None:
+        """Leave ``worker``: finalize the instance and (its last instance there) the model there,
+        then let the supervisor stop the worker if nothing is left in it."""
+        timeout = self._options.shutdown_timeout_s
+        initialized, self._initialized = self._initialized, False
+        holds_model, self._holds_model = self._holds_model, False
+        try:
+            if initialized and worker.alive:
+                await worker.call(Kind.FINALIZE_INSTANCE, self.instance_id, timeout, self.name)
+        except TritonError as exc:
+            log.warning("model instance '%s': finalize failed: %s", self.name, exc)
+        worker.remove_instance(self.instance_id)
+        try:
+            if holds_model:
+                await worker.release_model(self._model_key, timeout, self.name)
+        except TritonError as exc:
+            log.warning("model instance '%s': model finalize failed: %s", self.name, exc)
+        await self._supervisor().release(worker, timeout)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _ping_loop(self, worker: WorkerProcess) -> None:
-        while worker.alive and not self._stopping:
-            await asyncio.sleep(self._options.ping_interval_s)
-            if not worker.alive or self._stopping:
-                return
-            if worker.busy:  # executing: the control channel answers between batches; the heartbeat thread now
-                if not await worker.heartbeat(self._options.ping_timeout_s) and worker.alive and worker.busy:
-                    reason = (
-                        f"stopped answering health checks for {self._options.ping_timeout_s:g} s while executing "
-                        "and was killed"
-                    )
-                    log.error("model instance '%s' %s", self.name, reason)
-                    worker.kill(reason)
-                    return
-                continue
-            try:
-                await worker.ping(self._options.ping_timeout_s)
-            except TritonError as exc:
-                log.error("model instance '%s' failed its health check: %s", self.name, exc)
-                worker.kill()
-                return
-
-    def _worker_exited(self, worker: WorkerProcess, how: str) -> None:
+    def worker_exited(self, worker: WorkerProcess, how: str) -> None:
+        """The supervisor: ``worker``, where this instance runs, went away (``how``)."""
         if worker is not self.worker:
             return
         was_ready = self.ready
         self.ready = False
+        self._initialized = False
+        self._holds_model = False
+        worker.remove_instance(self.instance_id)
         if self._stopping:
             return
         self._on_lost(self, how)
@@ -233,10 +258,10 @@ class ModelInstance:
 
     # -- stop ------------------------------------------------------------------------
     async def stop(self) -> None:
-        """Finalize the backend and end the worker (killed after the shutdown timeout)."""
+        """Finalize the instance in its worker (the worker stops when nothing is left in it)."""
         self._stopping = True
         self.ready = False
         for task in list(self._tasks):
             task.cancel()
-        if self.worker is not None:
-            await self.worker.stop(self._options.shutdown_timeout_s)
+        if self.worker is not None and (self._initialized or self._holds_model):
+            await self._leave(self.worker)

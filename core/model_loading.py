@@ -1,9 +1,9 @@
 """Starting a model version: its instances' names, their workers, and the model once READY.
 
-:func:`load_model` starts the first instance's worker (which runs the backend's
+:func:`load_model` places the first instance in its worker (which runs the backend's
 model initialization, with auto-complete), normalizes the completed config,
-builds the :class:`~.model.Model` and starts the other instances. Runs on the
-core's event loop.
+builds the :class:`~.model.Model` and starts the other instances, each in the worker its
+placement names (:mod:`.worker.placement`). Runs on the core's event loop.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .memory.pool import TensorPool
 from .model import Model
 from .model_instance import InstanceOptions, ModelInstance
 from .scheduler.rate_limiter import demand_of_group
+from .worker.placement import IsolationPolicy
 
 __all__ = ["load_model", "instance_names"]
 
@@ -66,6 +67,8 @@ async def load_model(
     read_labels: Any,
     pool: TensorPool,
     options: InstanceOptions,
+    policy: IsolationPolicy,
+    environment: tuple[Any, ...] = (),
 ) -> Model:
     """Start the instances of one model version and return it READY.
 
@@ -75,12 +78,19 @@ async def load_model(
     instance initialized with it.
 
     :param settings: INIT_MODEL settings (backend, model_path, backend_directory, ...).
-    :raises TritonError: why the model cannot load (every started worker is stopped).
+    :param policy: where the instances run (:func:`~.worker.placement.isolation_policy`).
+    :param environment: the interpreter and environment variables of its workers (workers
+        are shared only by models of equal environments).
+    :raises TritonError: why the model cannot load (every started instance is stopped).
     """
     names = instance_names(normalize(config, final=False))
     first_name, first_kind, first_device = names[0] if names else (f"{name}_0", "KIND_CPU", 0)
     model: Model | None = None
     holder: dict[str, Model] = {}
+    model_key = object()  # this load of the model: its instances in one worker share its initialization
+
+    def placed(instance_names: list[str]) -> list[Any]:
+        return policy.placements(str(settings["backend"]), name, path, instance_names, environment, model_key)
 
     def on_ready(inst: ModelInstance) -> None:
         if "m" in holder:
@@ -90,7 +100,10 @@ async def load_model(
         if "m" in holder:
             holder["m"].instance_lost(inst, how)
 
-    first = ModelInstance(first_name, first_kind, first_device, settings, pool, options, on_ready, on_lost)
+    [first_placement] = placed([first_name])
+    first = ModelInstance(
+        first_name, first_kind, first_device, settings, pool, options, first_placement, model_key, on_ready, on_lost
+    )
     started: list[ModelInstance] = [first]
     try:
         try:
@@ -105,7 +118,11 @@ async def load_model(
         first.name = names[0][0]
         first.kind, first.device_id = names[0][1], names[0][2]
         model.instances.append(first)
-        others = [ModelInstance(n, k, d, settings, pool, options, on_ready, on_lost) for n, k, d in names[1:]]
+        placements = placed([n for n, _k, _d in names[1:]])
+        others = [
+            ModelInstance(n, k, d, settings, pool, options, where, model_key, on_ready, on_lost)
+            for (n, k, d), where in zip(names[1:], placements)
+        ]
         started.extend(others)
         model.instances.extend(others)
         demands = _rate_demands(final, options.rate_limiter)

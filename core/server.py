@@ -38,7 +38,14 @@ from .request import InferenceRequest
 from .response import InferenceResponse
 from .servable import Done, Servable
 from .startup import check_ports, endpoint_lines, model_table, options_table
-from .stats import MemoryMetrics, MetricsSnapshot, configure_summaries, model_metrics, parse_metrics_config
+from .stats import (
+    MemoryMetrics,
+    MetricsSnapshot,
+    WorkerMetrics,
+    configure_summaries,
+    model_metrics,
+    parse_metrics_config,
+)
 from .tensor_metadata import tensor_metadata
 from .tracing import Tracer
 
@@ -354,8 +361,15 @@ class InferenceServer:
                 pending=model.pending_count(),
                 restarts=sum(instance.restarts for instance in model.instances),
                 cache_enabled=bool(getattr(model, "cache_enabled", False)),
+                instance_pids=tuple((instance.name, instance.pid) for instance in model.instances),
             )
             for model in self.repository.loaded_models()
+        )
+        supervisor = self.repository.instance_options.workers
+        workers = tuple(
+            WorkerMetrics(worker.label, worker.pid, len(worker.instances))
+            for worker in (supervisor.workers if supervisor is not None else ())
+            if worker.pid is not None
         )
         memory = MemoryMetrics(
             arena_reserved_bytes=self.pool.reserved_bytes,
@@ -365,7 +379,7 @@ class InferenceServer:
             cuda_region_bytes=self.cuda_shared_memory.registered_bytes,
             cuda_region_count=len(self.cuda_shared_memory.status()),
         )
-        return MetricsSnapshot(models, memory)
+        return MetricsSnapshot(models, memory, workers)
 
     # -- Triton's shared-memory extensions, by region kind ("system" or "cuda") ----------------
     def _regions(self, kind: RegionKind) -> SharedMemoryManager | CudaSharedMemoryManager:

@@ -25,6 +25,7 @@ __all__ = [
     "ModelMetrics",
     "MemoryMetrics",
     "MetricsSnapshot",
+    "WorkerMetrics",
     "model_metrics",
 ]
 
@@ -292,7 +293,8 @@ class ModelMetrics:
     requests by Triton's reason (``REJECTED``, ``CANCELED``, ``BACKEND``,
     ``OTHER``). ``pending`` is the requests queued or executing now,
     ``restarts`` the worker restarts of its instances since it loaded,
-    ``cache_enabled`` whether it sits behind the response cache, and
+    ``instance_pids`` each instance's name and the pid of the worker process it runs in
+    (None while it has none), ``cache_enabled`` whether it sits behind the response cache, and
     ``summaries`` its latency summaries by kind (None without
     ``--metrics-config summary_latencies=true``).
     """
@@ -307,6 +309,7 @@ class ModelMetrics:
     restarts: int
     cache_enabled: bool
     summaries: dict[str, LatencySummary] | None
+    instance_pids: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,15 +326,32 @@ class MemoryMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerMetrics:
+    """One worker process: how logs name it, its pid and how many model instances it hosts."""
+
+    label: str
+    pid: int
+    instances: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
     """Everything the metrics endpoint reports about the server, read at one scrape."""
 
     models: tuple[ModelMetrics, ...]
     memory: MemoryMetrics
+    workers: tuple[WorkerMetrics, ...] = ()
 
 
 def model_metrics(
-    name: str, version: int, stats: ModelStats, *, pending: int, restarts: int, cache_enabled: bool
+    name: str,
+    version: int,
+    stats: ModelStats,
+    *,
+    pending: int,
+    restarts: int,
+    cache_enabled: bool,
+    instance_pids: tuple[tuple[str, int | None], ...] = (),
 ) -> ModelMetrics:
     """A :class:`ModelMetrics` of model ``name`` version ``version``: a copy of its ``stats``
     and its live figures (event loop)."""
@@ -353,4 +373,5 @@ def model_metrics(
         restarts=restarts,
         cache_enabled=cache_enabled,
         summaries=summaries,
+        instance_pids=instance_pids,
     )

@@ -27,6 +27,8 @@ __all__ = [
     "measure",
     "process_cpu_s",
     "children_of",
+    "descendants_of",
+    "worker_pids",
     "stop_process",
 ]
 
@@ -45,7 +47,7 @@ class Measurement:
     :ivar throughput: inferences per second.
     :ivar p50_us, p99_us: client-side latency percentiles, microseconds.
     :ivar server_cpu_us: CPU time of the server process per inference, microseconds.
-    :ivar worker_cpu_us: CPU time of its child processes (model instances) per inference.
+    :ivar worker_cpu_us: CPU time of its descendant processes (model workers) per inference.
     :ivar client_cpu_us: CPU time of perf_analyzer itself per inference.
     """
 
@@ -80,6 +82,39 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             out.append(int(entry.name))
     return sorted(out)
+
+
+def descendants_of(pid: int) -> list[int]:
+    """PIDs below ``pid``: its children, their children, ... (read from /proc; a server's model
+    workers are children of its template process, not of the server)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    out: list[int] = []
+    todo = list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        todo.extend(parents.get(child, []))
+    return sorted(out)
+
+
+def worker_pids(server_pid: int) -> list[int]:
+    """The worker processes of a tritium server (descendants named ``tritium-worker``), sorted."""
+    out = []
+    for pid in descendants_of(server_pid):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "tritium-worker":
+                out.append(pid)
+        except OSError:
+            continue
+    return out
 
 
 def _cudart_dir() -> str | None:
@@ -128,7 +163,7 @@ def measure(
     """Run perf_analyzer once at ``concurrency`` and account the CPU of the server, its children and itself.
 
     :param url: ``host:port`` of the endpoint ``protocol`` names (``"http"`` or ``"grpc"``).
-    :param server_pid: the server's process (its children are its model instances).
+    :param server_pid: the server's process (its descendants run its model instances).
     :param csv_path: where perf_analyzer writes its CSV (``-f``).
     :param args: further perf_analyzer flags (measurement window, ``--shape``, ...).
     :raises PerfAnalyzerError: when perf_analyzer is missing, fails or runs past ``timeout_s``
@@ -137,7 +172,7 @@ def measure(
     cmd, env = perf_analyzer_command()
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     cmd += ["-m", model, "-u", url, "-i", protocol, "--concurrency-range", str(concurrency), "-f", str(csv_path), *args]
-    workers = children_of(server_pid)
+    workers = descendants_of(server_pid)
     reaped0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     core0, workers0 = process_cpu_s(server_pid), sum(process_cpu_s(w) for w in workers)
     start = time.perf_counter()

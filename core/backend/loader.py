@@ -150,8 +150,12 @@ def _from_entry_point(backend: str, runtime: str, searched: list[str]) -> Backen
     return None
 
 
-def load_backend_module(library: BackendLibrary, backend: str) -> Any:
+def load_backend_module(library: BackendLibrary, backend: str, module_name: str = "") -> Any:
     """Load a backend library and check its entry points.
+
+    :param module_name: the name a Python library is imported under (default
+        ``tritium_backend_<backend>``; a worker that hosts two libraries of one backend
+        name gives the second another name).
 
     A Python module or package is imported; a shared library is opened by
     :class:`~tritium.core.backend.native.host.NativeBackend`, which presents
@@ -168,7 +172,7 @@ def load_backend_module(library: BackendLibrary, backend: str) -> Any:
         from .native.host import NativeBackend  # cffi is imported only for native backends
 
         return NativeBackend(library.path, backend)
-    module_name = f"tritium_backend_{backend}"
+    module_name = module_name or f"tritium_backend_{backend}"
     if library.kind == "package":
         spec = importlib.util.spec_from_file_location(
             module_name, library.path / "__init__.py", submodule_search_locations=[str(library.path)]

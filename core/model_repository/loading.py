@@ -38,6 +38,7 @@ from ..progress import still_running
 from ..servable import Servable
 from ..warmup import run_warmup
 from ..worker.environment import resolve_environment
+from ..worker.placement import isolation_policy
 from .paths import check_model_name, check_relative_file
 from .repository import ModelSource, read_labels
 
@@ -171,11 +172,18 @@ async def load_version(
         environment = await asyncio.to_thread(
             resolve_environment, name, source.path, source.repository, config_to_dict(config)
         )
-        options = dataclasses.replace(
-            instance_options, execute_timeout_s=execute_timeout(config, settings["backend_config"])
-        )
+        timeout = execute_timeout(config, settings["backend_config"])
+        options = dataclasses.replace(instance_options, execute_timeout_s=timeout)
         if environment is not None:
             options = dataclasses.replace(options, python=environment.python, env=environment.env)
+        policy = isolation_policy(
+            name,
+            config.backend,
+            config_to_dict(config).get("parameters") or {},
+            server_options.backend_config.get(config.backend, {}).get("worker-isolation"),
+            server_options.backend_config.get("", {}).get("worker-isolation"),
+            timeout,
+        )
         check_backend(
             server_options.composition,
             name,
@@ -196,6 +204,8 @@ async def load_version(
             lambda cfg: read_labels(source.path, cfg),
             pool,
             options,
+            policy,
+            (options.python, tuple(sorted((options.env or {}).items()))),
         )
         if model.config.get("model_warmup"):
             try:

@@ -39,6 +39,7 @@ from ..model_instance import InstanceOptions
 from ..options import ServerOptions
 from ..scheduler.rate_limiter import RateLimiter
 from ..servable import Servable
+from ..worker.supervisor import WorkerSupervisor
 from .dependencies import EnsembleDependencies, closure, composing_of, composing_of_source, load_layers
 from .lifecycle import NOT_LOADED, UNLOADED, ModelEntry, ModelState, VersionStatus
 from .loading import behind_cache, check_config_paths, client_places, ensemble_config, load_version, read_model_config
@@ -82,6 +83,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
             rate_limiter=RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None,
+            workers=WorkerSupervisor(pool, options.python, options.backend_directory),
         )
         self.cache_dir = Path(options.model_cache_dir or Path(tempfile.gettempdir()) / f"tritium-cache-{os.getuid()}")
         self._remote = {
@@ -167,6 +169,8 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 status.move(ModelState.UNAVAILABLE, UNLOADED)
         for folder in self._uploads.values():
             shutil.rmtree(folder, ignore_errors=True)
+        if self.instance_options.workers is not None:
+            await self.instance_options.workers.close(self.options.exit_timeout_s)
 
     # -- the model repository extension ------------------------------------------------------
     def _check_control(self) -> None:

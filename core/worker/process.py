@@ -1,8 +1,12 @@
-"""The core's handle on one worker process: spawn, calls, batches, ping, stop.
+"""The core's handle on one worker process: start, calls, batches, ping, stop.
 
-Runs on the core's event loop. Every wait has a deadline and ends early when
-the worker exits; a worker that exits or breaks protocol fails everything it
-had in flight, and its owner (the model instance) decides about restarting.
+A worker hosts one model instance or, shared, the instances of many models (see
+:mod:`.main`); this handle gives each model and instance placed in it its id in the
+worker, runs each model's initialization there once (:meth:`WorkerProcess.init_model`),
+and sends each batch to the instance it names. Runs on the core's event loop. Every wait
+has a deadline and ends early when the worker exits; a worker that exits or breaks
+protocol fails everything it had in flight, each request naming its own model instance,
+and tells its owner (the worker supervisor), which tells the instances it hosted.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import Code, TritonError
@@ -24,6 +29,7 @@ from ..memory.arena import Segment
 from ..memory.pool import TensorPool
 from .channel import AsyncChannel
 from .heartbeat import Heartbeat
+from .launcher import ProcessHandle, TemplateError, TemplateLauncher, spawn_worker
 from .log_relay import relay_worker_log
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
 
@@ -56,6 +62,8 @@ class BatchSink(Protocol):
     """What the core hands a worker to execute, and where results go."""
 
     wire_requests: list[dict[str, Any]]
+    #: the model instance that runs it (``name`` is what errors call it)
+    executor: Any
 
     @property
     def payloads(self) -> Sequence[Any]:
@@ -81,10 +89,24 @@ class BatchSink(Protocol):
     def on_done(self, timings: Sequence[int] | None, error: TritonError | None) -> None: ...
 
 
-class WorkerProcess:
-    """One worker process hosting one model instance.
+@dataclass(slots=True)
+class HostedModel:
+    """A model placed in a worker: its id there, its INIT_MODEL reply, how many instances use it.
 
-    :param label: how logs and errors name it (the model instance name).
+    :ivar id: the model's id in the worker.
+    :ivar reply: the INIT_MODEL call (its result: the config after auto-complete).
+    :ivar instances: instances of this model placed in the worker (finalized at 0).
+    """
+
+    id: int
+    reply: asyncio.Future[Any] = field(repr=False)
+    instances: int = 0
+
+
+class WorkerProcess:
+    """One worker process, hosting one model instance or, shared, the instances of many models.
+
+    :param label: how logs and errors name it (the model instance name, for a worker of one).
     :param pool: the core's :class:`TensorPool`.
     :param on_exit: called once, with this handle and a description of how it
         exited, when the process goes away without being asked to.
@@ -92,10 +114,10 @@ class WorkerProcess:
     :param log_verbose: passed to the worker's logging.
     :param bls: runs the BLS requests the worker sends.
     :param env: environment variables added for the worker (a model environment's import path).
-    :param cwd: the worker's working directory (the model's folder: never the server's, whose
-        files could shadow the packages the worker imports).
-    :param execute_timeout_s: a batch still executing after this many seconds gets the worker
-        killed (its requests fail, its owner restarts it); 0 waits forever.
+    :param cwd: the worker's working directory (a model's folder, or the backend's: never the
+        server's, whose files could shadow the packages the worker imports).
+    :param launcher: forks the worker from the template process (None, or a model
+        environment: the worker starts as a program of ``python``).
     """
 
     def __init__(
@@ -108,13 +130,22 @@ class WorkerProcess:
         bls: BlsHandler | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
-        execute_timeout_s: float = 0.0,
+        launcher: TemplateLauncher | None = None,
     ) -> None:
         self.id = next(_worker_ids)
         self.bls = bls
         self.env = env
         self.cwd = cwd
-        self.execute_timeout_s = execute_timeout_s
+        self.launcher = launcher
+        #: model instances placed here: instance id -> its owner (see :meth:`place_instance`)
+        self.instances: dict[int, Any] = {}
+        #: models placed here, by the key of their load (see :meth:`init_model`)
+        self.models: dict[Any, HostedModel] = {}
+        self._ids = itertools.count(1)  # model and instance ids in this worker
+        #: execute timeouts in seconds of the instances that have one (instance id -> seconds)
+        self._timeouts: dict[int, float] = {}
+        #: batches in flight of each instance with a timeout, in execution order
+        self._running: dict[int, deque[int]] = {}
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._kill_reason = ""
         self.label = label
@@ -123,7 +154,7 @@ class WorkerProcess:
         self.python = python
         self.log_verbose = log_verbose
         self.pid: int | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: ProcessHandle | None = None
         self._channel: AsyncChannel | None = None
         self._hello: asyncio.Future[list[Any]] | None = None
         self._calls: dict[int, asyncio.Future[Any]] = {}
@@ -143,7 +174,7 @@ class WorkerProcess:
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
-        """Spawn the process and wait for its HELLO.
+        """Start the process (forked from the template, else spawned) and wait for its HELLO.
 
         :raises TritonError: INTERNAL when it cannot start, exits, speaks
             another protocol version, or says nothing within ``timeout`` seconds.
@@ -154,25 +185,20 @@ class WorkerProcess:
         log_read, log_write = os.pipe()  # the worker's stderr: its log records, relayed by the core
         self._exited = loop.create_future()
         self._hello = loop.create_future()
+        verbose = max(self.log_verbose, log_manager().log_verbose_level)  # the level now, not at start-up
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                self.python,
-                "-m",
-                "tritium.core.worker",
-                "--fd",
-                str(child.fileno()),
-                "--worker-id",
-                str(self.id),
-                "--log-verbose",
-                str(max(self.log_verbose, log_manager().log_verbose_level)),  # the level now, not at start-up
-                "--heartbeat-fd",
-                str(beat_child.fileno()),
-                pass_fds=[child.fileno(), beat_child.fileno()],
-                stdin=subprocess.DEVNULL,
-                stderr=log_write,
-                env={**os.environ, **self.env} if self.env else None,
-                cwd=self.cwd,
-            )
+            self._proc = None
+            if self.launcher is not None and not self.env:
+                try:
+                    self._proc = await self.launcher.fork(
+                        self.id, verbose, self.cwd, [child.fileno(), beat_child.fileno(), log_write]
+                    )
+                except TemplateError as exc:
+                    log.warning("%s: %s; starting the worker as a program instead", self.label, exc.message)
+            if self._proc is None:
+                self._proc = await spawn_worker(
+                    self.python, self.id, verbose, child, beat_child, log_write, self.env, self.cwd
+                )
         except OSError as exc:
             parent.close()
             beat.close()
@@ -196,9 +222,11 @@ class WorkerProcess:
                 "the model environment has a different tritium installed",
             )
 
-    async def _watch(self, proc: asyncio.subprocess.Process) -> None:
+    async def _watch(self, proc: ProcessHandle) -> None:
         returncode = await proc.wait()
-        if returncode < 0:
+        if returncode is None:
+            how = "exited"
+        elif returncode < 0:
             try:
                 how = f"was killed by signal {signal.Signals(-returncode).name}"
             except ValueError:
@@ -244,30 +272,57 @@ class WorkerProcess:
         if self._heartbeat is not None:
             self._heartbeat.close()
         if not self._stopping:
-            log.error("model instance '%s': worker process (pid %s) %s", self.label, self.pid, how)
+            if len(self.instances) > 1:
+                executing = sorted({batch.executor.name for batch in self._batches.values()})
+                log.error(
+                    "worker process '%s' (pid %s, hosting %d model instances) %s%s",
+                    self.label,
+                    self.pid,
+                    len(self.instances),
+                    how,
+                    f"; executing then: {', '.join(executing)}" if executing else "",
+                )
+            else:
+                log.error("model instance '%s': worker process (pid %s) %s", self._instance_label(), self.pid, how)
             self._on_exit(self, how)
         self._fail_all(how)
 
+    def _instance_label(self) -> str:
+        """The name of the one instance placed here (else the worker's label)."""
+        if len(self.instances) == 1:
+            return str(next(iter(self.instances.values())).name)
+        return self.label
+
     def _fail_all(self, how: str) -> None:
-        error = WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process {how}")
+        error = WorkerExited(Code.INTERNAL, f"model instance '{self._instance_label()}': worker process {how}")
         for fut in list(self._calls.values()) + list(self._pings.values()):
             if not fut.done():
                 fut.set_exception(error)
         if self._hello is not None and not self._hello.done():
             self._hello.set_exception(error)
+        for hosted in self.models.values():
+            if not hosted.reply.done():
+                hosted.reply.set_exception(error)
+                hosted.reply.exception()  # retrieved: an instance that never awaited it is not an error
         self._calls.clear()
         self._pings.clear()
         batches, self._batches = self._batches, {}
         for batch in batches.values():
-            batch.on_done(None, error)
+            batch.on_done(None, self._exited_error(batch, how))
         open_batches, self._open = self._open, {}
         for batch in open_batches.values():
+            batch_error = self._exited_error(batch, how)
             for payload in batch.payloads:
-                payload.fail(error)
+                payload.fail(batch_error)
         self.pool.forget_peer(self)
         self.pool.remove_owner(self.id)
         if self.bls is not None:
             self.bls.forget(self)
+
+    @staticmethod
+    def _exited_error(batch: BatchSink, how: str) -> WorkerExited:
+        """The error of a request of ``batch`` when the worker went away: it names its own instance."""
+        return WorkerExited(Code.INTERNAL, f"model instance '{batch.executor.name}': worker process {how}")
 
     @property
     def alive(self) -> bool:
@@ -292,11 +347,8 @@ class WorkerProcess:
         """
         if reason and not self._kill_reason:
             self._kill_reason = reason
-        if self._proc is not None and self._proc.returncode is None:
-            try:
-                self._proc.kill()
-            except ProcessLookupError:
-                pass
+        if self._proc is not None:
+            self._proc.kill()
 
     async def stop(self, timeout: float = 30.0) -> None:
         """Ask the worker to finalize and exit; kill it after ``timeout`` seconds."""
@@ -317,31 +369,86 @@ class WorkerProcess:
                 await asyncio.shield(self._exited)
 
     # -- calls ------------------------------------------------------------
-    async def _wait(self, fut: asyncio.Future[Any], timeout: float, what: str) -> Any:
+    async def _wait(self, fut: asyncio.Future[Any], timeout: float, what: str, who: str = "") -> Any:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             self.kill()
             raise TritonError(
-                Code.INTERNAL, f"model instance '{self.label}': worker did not answer {what} within {timeout:g} s"
+                Code.INTERNAL,
+                f"model instance '{who or self.label}': worker did not answer {what} within {timeout:g} s",
             ) from None
 
-    async def call(self, kind: Kind, payload: Any, timeout: float) -> Any:
-        """Send INIT_MODEL / INIT_INSTANCE / SHUTDOWN and wait for the REPLY.
+    async def call(self, kind: Kind, payload: Any, timeout: float, who: str = "") -> Any:
+        """Send INIT_MODEL / INIT_INSTANCE / FINALIZE_* / SHUTDOWN and wait for the REPLY.
 
+        :param who: the model instance the call is for (errors name it).
         :raises TritonError: the error the worker replied with, or INTERNAL
-            when it exits or does not answer within ``timeout`` seconds.
+            when it exits or does not answer within ``timeout`` seconds (it is then killed).
         """
         if not self.alive or self._channel is None:
-            raise WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process is not running")
+            raise WorkerExited(Code.INTERNAL, f"model instance '{who or self.label}': worker process is not running")
         call_id = next(self._call_ids)
         fut = asyncio.get_running_loop().create_future()
         self._calls[call_id] = fut
         self._channel.send([kind, call_id] if payload is None else [kind, call_id, payload])
         try:
-            return await self._wait(fut, timeout, kind.name)
+            return await self._wait(fut, timeout, kind.name, who)
         finally:
             self._calls.pop(call_id, None)
+
+    # -- models and instances placed here ---------------------------------------------
+    def place_instance(self, owner: Any, execute_timeout_s: float = 0.0) -> int:
+        """Place a model instance here: its id in this worker. ``owner`` (its core-side handle,
+        with a ``name``) is told when the worker goes away (see the supervisor).
+
+        :param execute_timeout_s: a batch of it still executing after this many seconds gets
+            the worker killed; 0 waits forever.
+        """
+        instance_id = next(self._ids)
+        self.instances[instance_id] = owner
+        if execute_timeout_s > 0:
+            self._timeouts[instance_id] = execute_timeout_s
+            self._running[instance_id] = deque()
+        return instance_id
+
+    def remove_instance(self, instance_id: int) -> None:
+        """The instance left (finalized, or never initialized)."""
+        self.instances.pop(instance_id, None)
+        self._timeouts.pop(instance_id, None)
+        self._running.pop(instance_id, None)
+
+    async def init_model(self, key: Any, settings: dict[str, Any], timeout: float, who: str) -> tuple[int, Any]:
+        """The model of load ``key`` initialized here (INIT_MODEL once, whoever asks first): its
+        id in this worker and the INIT_MODEL result. Each caller holds one reference, given back
+        with :meth:`release_model`.
+
+        :raises TritonError: the model's initialization error (for every caller), or INTERNAL
+            when the worker exits or does not answer.
+        """
+        hosted = self.models.get(key)
+        if hosted is None:
+            model_id = next(self._ids)
+            hosted = self.models[key] = HostedModel(
+                model_id,
+                asyncio.ensure_future(self.call(Kind.INIT_MODEL, dict(settings, model_id=model_id), timeout, who)),
+            )
+        hosted.instances += 1
+        return hosted.id, await asyncio.shield(hosted.reply)
+
+    async def release_model(self, key: Any, timeout: float, who: str) -> None:
+        """Give back one reference to the model of load ``key``; the last one finalizes it here."""
+        hosted = self.models.get(key)
+        if hosted is None:
+            return
+        hosted.instances -= 1
+        if hosted.instances > 0:
+            return
+        try:
+            if hosted.reply.done() and hosted.reply.exception() is None and self.alive:
+                await self.call(Kind.FINALIZE_MODEL, hosted.id, timeout, who)
+        finally:
+            del self.models[key]  # only now: the worker is not stopped while it finalizes
 
     async def ping(self, timeout: float) -> None:
         """Round-trip a PING.
@@ -360,14 +467,15 @@ class WorkerProcess:
             self._pings.pop(nonce, None)
 
     # -- data path ----------------------------------------------------------
-    def execute(self, batch: BatchSink) -> None:
-        """Send one EXECUTE frame for ``batch`` (segments it names go first).
+    def execute(self, batch: BatchSink, instance_id: int) -> None:
+        """Send one EXECUTE frame for ``batch`` to instance ``instance_id`` (segments it names go first).
 
         When the worker is not running, fails the batch at once.
         """
         if not self.alive or self._channel is None:
             batch.on_done(
-                None, WorkerExited(Code.INTERNAL, f"model instance '{self.label}': worker process is not running")
+                None,
+                WorkerExited(Code.INTERNAL, f"model instance '{batch.executor.name}': worker process is not running"),
             )
             return
         for wire in batch.wire_requests:
@@ -379,22 +487,45 @@ class WorkerProcess:
         self._batches[batch_id] = batch
         releases, self._releases = self._releases, []
         # lazy: the batches handed to this worker in one loop iteration go out in one write
-        self._channel.send([Kind.EXECUTE, batch_id, batch.wire_requests, releases], lazy=True)
-        if self.execute_timeout_s > 0 and len(self._batches) == 1:
-            self._arm_timer(batch_id)
+        self._channel.send([Kind.EXECUTE, batch_id, instance_id, batch.wire_requests, releases], lazy=True)
+        running = self._running.get(instance_id) if self._running else None
+        if running is not None:
+            running.append(batch_id)
+            if len(running) == 1:
+                self._arm_timer(batch_id, instance_id)
 
-    def _arm_timer(self, batch_id: int) -> None:
-        """Time the batch now executing (batches handed ahead wait their turn in the worker)."""
+    def _arm_timer(self, batch_id: int, instance_id: int) -> None:
+        """Time the batch the instance now executes (its batches handed ahead wait their turn)."""
         self._timers[batch_id] = asyncio.get_running_loop().call_later(
-            self.execute_timeout_s, self._execute_timed_out, batch_id
+            self._timeouts[instance_id], self._execute_timed_out, batch_id, instance_id
         )
 
-    def _execute_timed_out(self, batch_id: int) -> None:
+    def _executed(self, batch_id: int) -> None:
+        """A batch's execute returned: stop its timer, and time the instance's next batch."""
+        timer = self._timers.pop(batch_id, None)
+        if timer is not None:
+            timer.cancel()
+        for instance_id, running in self._running.items():
+            if running and running[0] == batch_id:
+                running.popleft()
+                if running:
+                    self._arm_timer(running[0], instance_id)  # the worker starts it now
+                return
+
+    def _execute_timed_out(self, batch_id: int, instance_id: int) -> None:
         self._timers.pop(batch_id, None)
-        if batch_id in self._batches and self.alive:
-            self._kill_reason = (
-                f"did not finish executing within the execute timeout of {self.execute_timeout_s:g} s and was killed"
+        batch = self._batches.get(batch_id)
+        if batch is not None and self.alive:
+            shared = (
+                f" (a worker shared with {len(self.instances) - 1} other model instances)"
+                if len(self.instances) > 1
+                else ""
             )
+            self._kill_reason = (
+                f"did not finish executing within the execute timeout of {self._timeouts[instance_id]:g} s "
+                f"and was killed{shared}"
+            )
+            log.error("model instance '%s': a batch ran past its execute timeout", batch.executor.name)
             self.kill()
 
     def release(self, blocks: list[list[int]]) -> None:
@@ -456,12 +587,9 @@ class WorkerProcess:
             elif kind == _EXECUTE_DONE:
                 for index, flags, outputs, error, parameters in message[3]:
                     self._respond(message[1], index, flags, outputs, error, parameters)
-                timer = self._timers.pop(message[1], None)
-                if timer is not None:
-                    timer.cancel()
+                if self._running:
+                    self._executed(message[1])
                 batch = self._batches.pop(message[1], None)
-                if self.execute_timeout_s > 0 and self._batches:
-                    self._arm_timer(next(iter(self._batches)))  # the worker starts the next one now
                 if batch is not None:
                     batch.on_done(message[2], None)
                     if not batch.complete:

@@ -13,12 +13,17 @@ Messages (``->`` core to worker, ``<-`` worker to core):
 kind               dir   payload after the kind
 =================  ====  ==========================================================
 HELLO              <-    protocol version, worker pid
-INIT_MODEL         ->    call id, model-init settings (dict)
-INIT_INSTANCE      ->    call id, instance settings (dict)
-SHUTDOWN           ->    call id
+INIT_MODEL         ->    call id, model-init settings (dict; ``model_id`` names the model in this
+                         worker from now on)
+INIT_INSTANCE      ->    call id, instance settings (dict; ``model_id``, and ``instance_id``
+                         naming the instance in this worker from now on)
+FINALIZE_INSTANCE  ->    call id, instance id (finalize after the batches sent before it)
+FINALIZE_MODEL     ->    call id, model id (after its last instance is finalized)
+SHUTDOWN           ->    call id (finalize whatever is left, then exit)
 REPLY              <-    call id, error (``[code, message]`` or None), result
-EXECUTE            ->    batch id, list of requests (dict each), list of ``[segment, offset]``
-                         output blocks the core is done with (given back with the next batch)
+EXECUTE            ->    batch id, instance id, list of requests (dict each), list of
+                         ``[segment, offset]`` output blocks the core is done with (given back
+                         with the next batch)
 RESPONSE           <-    batch id, request index, flags, outputs, error, parameters (a response
                          sent while or after the batch executes: decoupled models). Flags
                          RESCHEDULE (no outputs, no error): the backend released the request
@@ -61,6 +66,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Kind",
     "ResponseFlag",
+    "SpawnKind",
     "HEADER",
     "MAX_FRAME_BYTES",
     "MAX_FDS_PER_FRAME",
@@ -72,7 +78,7 @@ __all__ = [
     "ExecuteRequest",
 ]
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8
@@ -98,6 +104,23 @@ class Kind(enum.IntEnum):
     INFER_RESPONSE = 15
     INFER_RELEASE = 16
     REGION = 17
+    FINALIZE_INSTANCE = 18
+    FINALIZE_MODEL = 19
+
+
+class SpawnKind(enum.IntEnum):
+    """Message kinds between the core and the template process (:mod:`.template`), same frames.
+
+    ``SPAWN`` (core to template): request id, settings (``worker_id``, ``log_verbose``,
+    ``cwd``); three fds attached: the worker's control socket, heartbeat socket and stderr.
+    ``SPAWNED`` (template to core): request id, the new worker's pid (0 when the fork failed),
+    an error text; one fd attached on success: a pidfd of the worker. ``EXITED`` (template to
+    core): pid, exit code (negative: the signal that killed it), for each worker it reaped.
+    """
+
+    SPAWN = 1
+    SPAWNED = 2
+    EXITED = 3
 
 
 class ResponseFlag(enum.IntFlag):
@@ -134,7 +157,7 @@ FRAMES: dict[Kind, Frame] = {
     Kind.INIT_INSTANCE: Frame("->", ("call_id", "settings")),
     Kind.SHUTDOWN: Frame("->", ("call_id",)),
     Kind.REPLY: Frame("<-", ("call_id", "error", "result")),
-    Kind.EXECUTE: Frame("->", ("batch_id", "requests", "releases")),
+    Kind.EXECUTE: Frame("->", ("batch_id", "instance_id", "requests", "releases")),
     Kind.RESPONSE: Frame("<-", ("batch_id", "index", "flags", "outputs", "error", "parameters")),
     Kind.EXECUTE_DONE: Frame("<-", ("batch_id", "timings", "responses")),
     Kind.RELEASE: Frame("->", ("releases",)),
@@ -146,6 +169,8 @@ FRAMES: dict[Kind, Frame] = {
     Kind.INFER_RESPONSE: Frame("->", ("call_id", "index", "final", "outputs", "error", "parameters")),
     Kind.INFER_RELEASE: Frame("<-", ("call_id", "index")),
     Kind.REGION: Frame("->", ("region_id", "size", "name", "key"), fds=1),
+    Kind.FINALIZE_INSTANCE: Frame("->", ("call_id", "instance_id")),
+    Kind.FINALIZE_MODEL: Frame("->", ("call_id", "model_id")),
 }
 
 #: one input of an EXECUTE request: ``[name, KServe datatype, shape, segment id, offset, nbytes]``

@@ -156,6 +156,7 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
         "gauge",
     )
     restarts = Metric("tritium_instance_restarts", "Model instance worker restarts since the model loaded", "counter")
+    instance_pid = Metric("tritium_instance_worker_pid", "PID of the worker process a model instance runs in", "gauge")
     cache = [Metric(name, doc, "counter") for name, doc, *_rest in _CACHE]
     for model in snapshot.models:
         labels = {"model": model.name, "version": str(model.version)}
@@ -169,6 +170,9 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
             failure.add_sample(failure.name, {**labels, "reason": reason}, model.failures_by_reason.get(reason, 0))
         pending.add_sample(pending.name, labels, model.pending)
         restarts.add_sample(restarts.name, labels, model.restarts)
+        for instance, pid in model.instance_pids:
+            if pid is not None:
+                instance_pid.add_sample(instance_pid.name, {**labels, "instance": instance}, pid)
         if model.cache_enabled:  # models behind the response cache, as Triton lists them
             for family, (_n, _d, duration, key, scale) in zip(cache, _CACHE):
                 family.add_sample(family.name, labels, getattr(model.durations[duration], key) // scale)
@@ -190,7 +194,25 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
     region_count.add_sample(region_count.name, {"kind": "system"}, memory.system_region_count)
     region_count.add_sample(region_count.name, {"kind": "cuda"}, memory.cuda_region_count)
     cache = [family for family in cache if family.samples]
-    return [success, failure, *others, *cache, pending, restarts, arena_reserved, arena_used, regions, region_count]
+    workers = Metric(
+        "tritium_worker_instances", "Model instances hosted by each worker process (by its name and pid)", "gauge"
+    )
+    for worker in snapshot.workers:
+        workers.add_sample(workers.name, {"worker": worker.label, "pid": str(worker.pid)}, worker.instances)
+    return [
+        success,
+        failure,
+        *others,
+        *cache,
+        pending,
+        restarts,
+        instance_pid,
+        workers,
+        arena_reserved,
+        arena_used,
+        regions,
+        region_count,
+    ]
 
 
 def _escape(value: str) -> str:

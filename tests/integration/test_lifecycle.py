@@ -19,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.support.procs import children_of, shm_entries
+from tests.support.procs import shm_entries, worker_pids
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -168,7 +168,7 @@ def test_a_killed_worker_fails_its_requests_and_is_restarted(tmp_path, start_ser
     before = shm_entries(client_regions=False)
     server = start_server([_slow_repo(tmp_path)])
     assert server.proc is not None
-    [worker] = children_of(server.proc.pid)
+    [worker] = worker_pids(server.proc.pid)
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
     inp = httpclient.InferInput("INPUT0", [4], "FP32")
     inp.set_data_from_numpy(np.arange(4, dtype=np.float32))
@@ -193,7 +193,7 @@ def test_a_killed_worker_fails_its_requests_and_is_restarted(tmp_path, start_ser
         time.sleep(0.1)
     assert client.is_model_ready("slow")
     assert client.infer("slow", [inp]).as_numpy("OUTPUT0").tolist() == [0.0, 1.0, 2.0, 3.0]
-    assert children_of(server.proc.pid) != [worker]
+    assert worker_pids(server.proc.pid) != [worker]
     assert "restarting model instance 'slow_0_0'" in server.log()
     assert server.stop() == 0
     assert shm_entries(client_regions=False) == before
@@ -211,7 +211,7 @@ def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path, start_server):
     thread.start()
     time.sleep(0.3)
     assert server.proc is not None
-    workers = children_of(server.proc.pid)
+    workers = worker_pids(server.proc.pid)
     server.proc.send_signal(signal.SIGTERM)
     thread.join(30)
     assert server.wait_exit(60) == 0

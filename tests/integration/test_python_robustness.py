@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.support.clients import module_server
-from tests.support.procs import children_of, shm_entries
+from tests.support.procs import shm_entries, worker_pids
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
@@ -86,7 +86,7 @@ def wait_ready(client: httpclient.InferenceServerClient, model: str) -> None:
 def stub_of(server: ServerProcess, model_dir_name: str) -> int:
     """The worker process serving a model (a child of the server, found by its working directory)."""
     assert server.proc is not None
-    for pid in children_of(server.proc.pid):
+    for pid in worker_pids(server.proc.pid):
         if os.readlink(f"/proc/{pid}/cwd").endswith(f"/{model_dir_name}"):
             return pid
     raise AssertionError(f"no worker for {model_dir_name}")

@@ -22,7 +22,6 @@ from tritonclient.utils import InferenceServerException
 
 from tests.support import framework_models as fm
 from tests.support.clients import module_server
-from tests.support.procs import children_of
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
@@ -253,24 +252,18 @@ def test_exported_program_completes_its_config_and_batches(server: ServerProcess
     np.testing.assert_array_equal(result.as_numpy("output__1"), total.reshape(3, 1))
 
 
-def _children_settle(pid: int, count: int) -> set[int]:
-    deadline = time.monotonic() + 30
-    while True:
-        children = set(children_of(pid))
-        if len(children) == count or time.monotonic() > deadline:
-            return children
-        time.sleep(0.1)
-
-
-def test_two_instances_run_in_two_worker_processes(server: ServerProcess) -> None:
+def test_two_instances_share_the_backends_worker_and_serve(server: ServerProcess) -> None:
+    """count: 2 gives two instances, both in the pytorch backend's shared worker (with the
+    other pytorch models), each on its own thread there; a reload places the new ones there too."""
     assert server.proc is not None
     client = httpclient.InferenceServerClient(server.http_url)
-    before = set(children_of(server.proc.pid))
+    pids = server.instance_pids("pt_config_order")
+    assert sorted(pids) == ["pt_config_order_0_0", "pt_config_order_0_1"]
+    [worker] = set(pids.values())
+    assert set(server.instance_pids("pt_dict").values()) == {worker}
     client.unload_model("pt_config_order")
-    unloaded = _children_settle(server.proc.pid, len(before) - 2)
     client.load_model("pt_config_order")
-    loaded = _children_settle(server.proc.pid, len(before))
-    assert len(before - unloaded) == 2 and len(loaded - unloaded) == 2
+    assert set(server.instance_pids("pt_config_order").values()) == {worker}
     first, second = np.ones((2,), np.float32), np.full((2,), 3, np.float32)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(

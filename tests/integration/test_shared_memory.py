@@ -28,7 +28,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from tests.support.clients import module_server
-from tests.support.procs import children_of, shm_entries
+from tests.support.procs import shm_entries, worker_pids
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -201,14 +201,14 @@ def test_a_restarted_worker_maps_the_region_again(server: ServerProcess, regions
     inputs, outputs = _inputs(httpclient)
     client.infer("identity_fp32", inputs, outputs=outputs)  # this worker has the region now
     assert server.proc is not None
-    before = set(children_of(server.proc.pid))
+    before = set(worker_pids(server.proc.pid))
     victim = _worker_of(server, "identity_fp32")
     os.kill(victim, signal.SIGKILL)
     for _ in range(600):
-        if victim not in children_of(server.proc.pid) and client.is_model_ready("identity_fp32"):
+        if victim not in worker_pids(server.proc.pid) and client.is_model_ready("identity_fp32"):
             break
         time.sleep(0.05)
-    assert set(children_of(server.proc.pid)) != before
+    assert set(worker_pids(server.proc.pid)) != before
     shm.set_shared_memory_region(outs, [np.zeros((1, 16), np.float32)])
     client.infer("identity_fp32", inputs, outputs=outputs)
     np.testing.assert_array_equal(shm.get_contents_as_numpy(outs, np.float32, [1, 16]), DATA)
@@ -286,12 +286,9 @@ def test_response_cache_never_answers_for_a_region(server: ServerProcess, region
 
 
 def _worker_of(server: ServerProcess, model: str) -> int:
-    """The PID of the worker that serves ``model`` (its command line is tritium's worker; its cwd the model folder)."""
-    assert server.proc is not None
-    for pid in children_of(server.proc.pid):
-        if os.readlink(f"/proc/{pid}/cwd").endswith(f"/{model}"):
-            return pid
-    raise AssertionError(f"no worker for {model}")
+    """The PID of the worker process that serves ``model``'s (one) instance."""
+    [pid] = server.instance_pids(model).values()
+    return pid
 
 
 def test_python_model_reads_and_writes_regions(server: ServerProcess, regions: Regions) -> None:
@@ -509,7 +506,7 @@ def test_soak_leaves_memory_and_descriptors_flat(server: ServerProcess, regions:
         return last
 
     burst(500)  # warm-up: arenas, caches, the allocator
-    workers = children_of(core)
+    workers = worker_pids(core)
     before = (_rss_kib(core), *settled(), shm_entries())
     burst(3000)
     after = (_rss_kib(core), *settled(), shm_entries())

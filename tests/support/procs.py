@@ -1,12 +1,12 @@
-"""Process helpers for tests: the worker processes a server started (its children, by PID)."""
+"""Process helpers for tests: the worker processes a server started (its descendants, by PID)."""
 
 from __future__ import annotations
 
 import os
 
-from tritium.perf import children_of
+from tritium.perf import children_of, descendants_of, worker_pids
 
-__all__ = ["children_of", "shm_entries"]
+__all__ = ["children_of", "descendants_of", "worker_pids", "shm_entries"]
 
 
 def shm_entries(client_regions: bool = True) -> set[str]:

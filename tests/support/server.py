@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -140,6 +141,17 @@ class ServerProcess:
             except (urllib.error.URLError, ConnectionError, OSError):
                 time.sleep(0.1)
         raise RuntimeError(f"the metrics endpoint did not answer within {timeout} s:\n{self.log()}")
+
+    def instance_pids(self, model: str) -> dict[str, int]:
+        """Instance name -> the pid of the worker process it runs in, for the READY versions of
+        ``model`` (read from the metrics endpoint's ``tritium_instance_worker_pid``)."""
+        pattern = re.compile(r'^tritium_instance_worker_pid\{([^}]*)\} ([0-9.e+]+)$', re.M)
+        out: dict[str, int] = {}
+        for labels, value in pattern.findall(self.wait_metrics()):
+            fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            if fields.get("model") == model:
+                out[fields["instance"]] = int(float(value))
+        return out
 
     def wait_exit(self, timeout: float = 60.0) -> int:
         """Wait for the process to exit on its own; return its status."""

@@ -15,7 +15,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,6 +45,14 @@ class _Buffer:
     raw_size: int = 0
 
 
+class _ModelHandleOwner(Protocol):
+    """What a model handle resolves to: the host's state of one model (``host._NativeModel``)."""
+
+    def set_config(self, text: str) -> None:
+        """``TRITONBACKEND_ModelSetConfig`` of that model, with the config as JSON."""
+        ...
+
+
 @dataclass(slots=True)
 class _Request:
     handle: int
@@ -56,17 +64,20 @@ class _Request:
 class _Registry:
     """Handles the C side holds (int64) -> Python objects, shared by all threads.
 
-    Dict operations are atomic under the GIL, which every callback holds.
+    Dict operations are atomic under the GIL, which every callback holds. Handles are never
+    reused in a process, so a handle of a finalized model or a completed request finds nothing
+    rather than another model's or request's object.
     """
 
     def __init__(self) -> None:
         self.requests: dict[int, _Request] = {}
         self.buffers: dict[int, _Buffer] = {}
         self.parameters: dict[int, dict[str, Any]] = {}
-        self.models: dict[int, Any] = {}  # the hosts (host.NativeBackend) by model handle
+        self.models: dict[int, _ModelHandleOwner] = {}  # each model's host state, by its C struct's handle
         self._ids = itertools.count(1)
 
     def new_id(self) -> int:
+        """A handle not used before in this process (``next`` on a count is atomic under the GIL)."""
         return next(self._ids)
 
 

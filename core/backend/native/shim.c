@@ -8,6 +8,12 @@
  * Python host (host.py) fills in; what needs the worker (output buffers in
  * shared memory, sending responses, logging, configs) calls back into Python
  * through cffi "extern Python" functions, which take the GIL themselves.
+ *
+ * One process hosts many models and instances of a library, executing on
+ * several threads at once: everything that belongs to a model or an
+ * instance (its state, its config, its handle) is in its own struct, which
+ * the host allocates per model and per instance; the only globals are the
+ * log levels and the memory manager's token, the same for all.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -749,7 +755,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelConfig(
   REQUIRE(model && model_config, "TRITONBACKEND_ModelConfig: NULL argument");
   TRITONSERVER_Error* error = check_config_version(config_version);
   if (error) return error;
-  *model_config = message_copy(model->config->base, model->config->size);
+  /* read the pointer once: the host may point the model at a newer config meanwhile (an instance of
+   * the model initializing on another thread); the message it replaces stays valid */
+  const TRITONSERVER_Message* config = __atomic_load_n(&model->config, __ATOMIC_ACQUIRE);
+  *model_config = message_copy(config->base, config->size);
   return *model_config ? NULL : err(TRITONSERVER_ERROR_INTERNAL, "out of memory");
 }
 
