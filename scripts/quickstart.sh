@@ -26,8 +26,11 @@ echo "== building examples/model_repository (EfficientNet-Lite0 -> ONNX)"
 
 mkdir -p build
 LOG=build/quickstart-server.log
-echo "== starting tritium-server (log: $LOG)"
+echo "== starting tritium-server with the one model it classifies with (log: $LOG)"
+# explicit model control: only efficientnet_lite0_onnx loads, not the whole example repository
+# (serve them all with: tritium-server --model-repository=examples/model_repository)
 "$VENV/bin/tritium-server" --model-repository=examples/model_repository \
+  --model-control-mode=explicit --load-model=efficientnet_lite0_onnx \
   --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" --metrics-port="$METRICS_PORT" \
   --http-address=127.0.0.1 --grpc-address=127.0.0.1 --metrics-address=127.0.0.1 >"$LOG" 2>&1 &
 SERVER_PID=$!

@@ -37,6 +37,7 @@ from ..options import ServerOptions
 from ..progress import still_running
 from ..servable import Servable
 from ..warmup import run_warmup
+from ..worker.environment import PARAMETER as ENVIRONMENT_PARAMETER
 from ..worker.environment import resolve_environment
 from ..worker.placement import isolation_policy
 from .paths import check_model_name, check_relative_file
@@ -76,7 +77,13 @@ def read_model_config(source: ModelSource, override: str | None, auto_complete: 
     else:
         raw = read_config_file(source.config_path) if source.config_path.exists() else None
     config = normalize.prepare(raw, source.name, source.path, auto_complete, gpu_ids())
-    check_cacheable(config_to_dict(config))
+    check_cacheable(
+        {
+            "name": config.name,
+            "response_cache": {"enable": config.response_cache.enable},
+            "model_transaction_policy": {"decoupled": config.model_transaction_policy.decoupled},
+        }
+    )
     if config.platform == normalize.ENSEMBLE:
         check_scheduling(config_to_dict(config))
     return config
@@ -164,14 +171,22 @@ async def load_version(
     def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:
         if not final:
             return completed
-        checked = normalize.finalize(config_from_dict(completed, f"the configuration of model '{name}'"), name, gpus)
+        if completed == sent:  # the backend left it as it was: no need to parse it back
+            unchanged = mc.ModelConfig()
+            unchanged.CopyFrom(config)
+            checked = normalize.finalize(unchanged, name, gpus)
+        else:
+            checked = normalize.finalize(
+                config_from_dict(completed, f"the configuration of model '{name}'"), name, gpus
+            )
         return config_to_dict(checked)
 
     async with still_running(log, f"loading '{name}' version {version}"):
         config = normalize.instance_groups(config, gpus)
-        environment = await asyncio.to_thread(
-            resolve_environment, name, source.path, source.repository, config_to_dict(config)
-        )
+        sent = config_to_dict(config)
+        environment = None
+        if ENVIRONMENT_PARAMETER in config.parameters:  # blocking: it may unpack an archive
+            environment = await asyncio.to_thread(resolve_environment, name, source.path, source.repository, sent)
         timeout = execute_timeout(config, settings["backend_config"])
         options = dataclasses.replace(instance_options, execute_timeout_s=timeout)
         if environment is not None:
@@ -179,7 +194,7 @@ async def load_version(
         policy = isolation_policy(
             name,
             config.backend,
-            config_to_dict(config).get("parameters") or {},
+            sent.get("parameters") or {},
             server_options.backend_config.get(config.backend, {}).get("worker-isolation"),
             server_options.backend_config.get("", {}).get("worker-isolation"),
             timeout,
@@ -197,7 +212,7 @@ async def load_version(
             name,
             version,
             str(source.path),
-            config_to_dict(config),
+            sent,
             settings,
             server_options.auto_complete,
             finish,

@@ -36,7 +36,7 @@ from ..progress import Progress
 
 log = logging.getLogger("tritium.repository")
 
-__all__ = ["WorkerEnvironment", "resolve_environment", "cache_dir"]
+__all__ = ["WorkerEnvironment", "resolve_environment", "cache_dir", "PARAMETER"]
 
 PARAMETER = "EXECUTION_ENV_PATH"
 _ARCHIVES = (".tar.gz", ".tgz", ".tar")

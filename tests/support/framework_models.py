@@ -24,6 +24,7 @@ __all__ = [
     "exported_program",
     "load_torchscript",
     "named_torchscript",
+    "offset_onnx",
     "onnx_reference",
     "openvino_ir",
     "raising_torchscript",
@@ -171,6 +172,23 @@ def add_sub_onnx(path: Path, batch: int | str = "batch") -> None:
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
+
+
+def offset_onnx(offset: float) -> bytes:
+    """The bytes of an ONNX model ``OUTPUT0 = INPUT0 + offset``, FP32 ``[4]`` (one model of many
+    that each answer with their own values)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["INPUT0", "offset"], ["OUTPUT0"])],
+        "offset",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [4])],
+        [helper.make_tensor("offset", TensorProto.FLOAT, [], [float(offset)])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
 
 
 def openvino_ir(onnx_path: Path, xml_path: Path) -> None:
