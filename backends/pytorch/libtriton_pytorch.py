@@ -23,10 +23,12 @@ Behaves like Triton's PyTorch (LibTorch) backend where it matters to users:
 * config ``parameters`` (string values): ``INFERENCE_MODE`` (default true),
   ``DISABLE_OPTIMIZED_EXECUTION``, ``INTRA_OP_THREAD_COUNT``,
   ``INTER_OP_THREAD_COUNT``, ``ENABLE_CACHE_CLEANING``, ``ENABLE_JIT_EXECUTOR``,
-  ``ENABLE_JIT_PROFILING``, ``ENABLE_TENSOR_FUSER``; ``ENABLE_NVFUSER`` and
-  ``ENABLE_WEIGHT_SHARING: true`` are refused with the reason (torch 2 has no
-  nvfuser; each instance is its own worker process, so instances cannot share
-  one copy of the weights);
+  ``ENABLE_JIT_PROFILING``, ``ENABLE_TENSOR_FUSER``, ``ENABLE_WEIGHT_SHARING``
+  (the instances of the model on one device use one loaded module, so one copy
+  of the weights, where they run in one worker process: the default shared
+  worker, or ``worker_isolation: model``; instances isolated in processes of
+  their own each load theirs); ``ENABLE_NVFUSER`` is refused with the reason
+  (torch 2 has no nvfuser);
 * KIND_CPU, and KIND_GPU on ``cuda:<device id>`` (a clear load error when
   this torch has no CUDA or no such device); ENABLE_CACHE_CLEANING empties
   the CUDA cache after each execution;
@@ -39,6 +41,7 @@ Runs in the worker process; torch is imported only here.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from typing import Any
 
@@ -98,14 +101,8 @@ def _torch() -> Any:
 def _settings(model: Model) -> dict[str, Any]:
     """The backend's parameters, checked (Triton's names and defaults)."""
     refuse_parameters(model, "pytorch", _UNSUPPORTED)
-    if bool_parameter(model, "ENABLE_WEIGHT_SHARING", False):
-        raise TritonError(
-            Code.UNSUPPORTED,
-            f"unable to load model '{model.name}': ENABLE_WEIGHT_SHARING is not supported: each model instance "
-            "runs in its own worker process with its own copy of the weights (remove the parameter, or use one "
-            "instance with more intra-op threads)",
-        )
     return {
+        "weight_sharing": bool_parameter(model, "ENABLE_WEIGHT_SHARING", False),
         "inference_mode": bool_parameter(model, "INFERENCE_MODE", True),
         "optimized": not bool_parameter(model, "DISABLE_OPTIMIZED_EXECUTION", False),
         "cache_cleaning": bool_parameter(model, "ENABLE_CACHE_CLEANING", False),
@@ -122,7 +119,13 @@ def _settings(model: Model) -> dict[str, Any]:
 def TRITONBACKEND_ModelInitialize(model: Model) -> None:
     path = model_file(model, "model.pt", alternatives=("model.pt2",))
     exported = path.suffix == ".pt2"
-    model.state = {"path": str(path), "exported": exported, "settings": _settings(model)}
+    model.state = {
+        "path": str(path),
+        "exported": exported,
+        "settings": _settings(model),
+        "shared": {},  # device -> (module, arguments): ENABLE_WEIGHT_SHARING's one copy per device
+        "lock": threading.Lock(),
+    }
     if model.auto_complete_config and not (model.config.get("input") and model.config.get("output")):
         if exported:
             _auto_complete(model, _torch().export.load(str(path)))
@@ -373,7 +376,14 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
     settings = model.state["settings"]
     device = _device(torch, instance)
     _apply_threads(torch, settings)
-    module, arguments = _load(torch, model, device)
+    if settings["weight_sharing"]:  # the instances of this model on this device in this process: one module
+        with model.state["lock"]:
+            shared = model.state["shared"].get(str(device))
+            if shared is None:
+                shared = model.state["shared"][str(device)] = _load(torch, model, device)
+        module, arguments = shared
+    else:
+        module, arguments = _load(torch, model, device)
     if not model.config.get("input"):
         raise TritonError(Code.INTERNAL, "model configuration must contain at least one input, none were specified.")
     if not model.config.get("output"):

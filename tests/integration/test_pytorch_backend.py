@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,10 @@ ADD_SUB_IO = """
     input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT__1" data_type: TYPE_FP32 dims: [ 4 ] } ]
     output [ { name: "OUTPUT__1" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """
+
+
+#: the size of the weighty models' weight (MiB): two copies or one show in their worker's memory
+WEIGHT_MIB = 48
 
 
 def _param(key: str, value: str) -> str:
@@ -124,7 +127,6 @@ def build(repo: Path) -> None:
     )
     for name, key, value in (
         ("bad_nvfuser", "ENABLE_NVFUSER", "true"),
-        ("bad_sharing", "ENABLE_WEIGHT_SHARING", "true"),
         ("bad_bool", "INFERENCE_MODE", "maybe"),
         ("bad_threads", "INTRA_OP_THREAD_COUNT", "two"),
     ):
@@ -141,6 +143,20 @@ def build(repo: Path) -> None:
         files={"1/model.pt": "not a TorchScript archive"},
     )
     add_model(repo, "bad_missing", f'backend: "pytorch"\nmax_batch_size: 8\n{ADD_SUB_IO}')
+    for name, sharing in (("weights_shared", "true"), ("weights_own", "false")):  # each in a worker of its own
+        _model(
+            repo,
+            name,
+            """
+            backend: "pytorch"
+            input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+            output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+            instance_group [ { count: 2 kind: KIND_CPU } ]
+            """
+            + _param("ENABLE_WEIGHT_SHARING", sharing)
+            + _param("worker_isolation", "model"),
+            lambda path: fm.weighty_torchscript(path, WEIGHT_MIB),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -273,6 +289,28 @@ def test_two_instances_share_the_backends_worker_and_serve(server: ServerProcess
         np.testing.assert_array_equal(result.as_numpy("sum"), first + second)
 
 
+def _pss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no Pss in /proc/{pid}/smaps_rollup")
+
+
+def test_weight_sharing_keeps_one_copy_of_the_weights_for_the_instances_of_a_worker(server: ServerProcess) -> None:
+    """ENABLE_WEIGHT_SHARING: the two instances of ``weights_shared`` use one loaded module; those of
+    ``weights_own`` one each: their workers (a worker per model here) differ by about one copy."""
+    shared, own = (set(server.instance_pids(m).values()) for m in ("weights_shared", "weights_own"))
+    assert len(shared) == 1 and len(own) == 1 and shared != own
+    difference = _pss_mib(own.pop()) - _pss_mib(shared.pop())
+    assert WEIGHT_MIB * 0.75 < difference < WEIGHT_MIB * 1.5, difference
+    x = np.arange(4, dtype=np.float32)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # both instances of each answer
+        for model in ("weights_shared", "weights_own"):
+            results = pool.map(lambda _, m=model: _infer(server, "grpc", m, {"x": x}).as_numpy("y"), range(8))
+            for result in results:
+                np.testing.assert_array_equal(result, x + 1.5)
+
+
 @pytest.mark.parametrize(
     ("model", "message"),
     [
@@ -285,7 +323,6 @@ def test_two_instances_share_the_backends_worker_and_serve(server: ServerProcess
             "Unsupported: unable to load model 'bad_nvfuser': the pytorch backend does not support parameter "
             "'ENABLE_NVFUSER': torch 2 removed nvfuser (use ENABLE_TENSOR_FUSER)",
         ),
-        ("bad_sharing", "ENABLE_WEIGHT_SHARING is not supported: each model instance runs in its own worker process"),
         ("bad_bool", "failed to convert 'INFERENCE_MODE' of model 'bad_bool' to a boolean: 'maybe'"),
         ("bad_threads", "failed to convert 'INTRA_OP_THREAD_COUNT' of model 'bad_threads' to an integer: 'two'"),
         ("bad_file", "Internal: failed to load model 'bad_file': PytorchStreamReader failed reading zip archive"),

@@ -20,6 +20,7 @@ __all__ = [
     "STATE_DECAY",
     "add_sub_onnx",
     "add_sub_torchscript",
+    "weighty_torchscript",
     "dict_torchscript",
     "exported_program",
     "load_torchscript",
@@ -65,6 +66,22 @@ def add_sub_torchscript(path: Path) -> None:
             return a + b, a - b
 
     _save_script(AddSub(), path)
+
+
+def weighty_torchscript(path: Path, mib: int) -> None:
+    """``forward(x) -> x + weight[:4]`` (FP32 [4]) with a ``mib`` MiB weight of 1.5s: the memory of
+    its loaded copies is easy to see."""
+    import torch
+
+    class Weighty(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.full((mib * 262144,), 1.5), requires_grad=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.weight[:4]
+
+    _save_script(Weighty(), path)
 
 
 def named_torchscript(path: Path) -> None:
