@@ -69,6 +69,7 @@ async def load_model(
     options: InstanceOptions,
     policy: IsolationPolicy,
     environment: tuple[Any, ...] = (),
+    preload: tuple[str, ...] = (),
 ) -> Model:
     """Start the instances of one model version and return it READY.
 
@@ -81,6 +82,7 @@ async def load_model(
     :param policy: where the instances run (:func:`~.worker.placement.isolation_policy`).
     :param environment: the interpreter and environment variables of its workers (workers
         are shared only by models of equal environments).
+    :param preload: frameworks the template process imports before forking its workers.
     :raises TritonError: why the model cannot load (every started instance is stopped).
     """
     names = instance_names(normalize(config, final=False))
@@ -90,7 +92,7 @@ async def load_model(
     model_key = object()  # this load of the model: its instances in one worker share its initialization
 
     def placed(instance_names: list[str]) -> list[Any]:
-        return policy.placements(str(settings["backend"]), name, path, instance_names, environment, model_key)
+        return policy.placements(str(settings["backend"]), name, path, instance_names, environment, model_key, preload)
 
     def on_ready(inst: ModelInstance) -> None:
         if "m" in holder:

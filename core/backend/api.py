@@ -3,21 +3,31 @@
 A Python backend is a module ``libtriton_<name>.py`` (or a package
 ``libtriton_<name>/``) that defines these functions; every one but
 ``TRITONBACKEND_ModelInstanceExecute`` is optional. They mirror the entry
-points of Triton's ``tritonbackend.h`` and all run **in the worker process**
-that hosts one model instance, on its executing thread:
+points of Triton's ``tritonbackend.h`` and all run **in a worker process**,
+which may host the instances of many models of the backend (Triton too runs a
+backend's instances of every model in one process), each instance on a thread
+of its own:
 
 ==========================================  ========================================
 function                                    when
 ==========================================  ========================================
 ``TRITONBACKEND_Initialize(backend)``       once per worker, before anything else
-``TRITONBACKEND_ModelInitialize(model)``    once per worker, after Initialize; may
-                                            complete the model config (auto-complete)
-``TRITONBACKEND_ModelInstanceInitialize``   ``(instance)``, once per worker
-``TRITONBACKEND_ModelInstanceExecute``      ``(instance, requests)`` for each batch
+``TRITONBACKEND_ModelInitialize(model)``    once per model per worker, after
+                                            Initialize; may complete the model config
+                                            (auto-complete)
+``TRITONBACKEND_ModelInstanceInitialize``   ``(instance)``, once per instance, on its thread
+``TRITONBACKEND_ModelInstanceExecute``      ``(instance, requests)`` for each batch, on the
+                                            instance's thread: instances of different
+                                            models (or of one) execute at the same time
 ``TRITONBACKEND_ModelInstanceFinalize``     ``(instance)``, at unload or shutdown
-``TRITONBACKEND_ModelFinalize(model)``      after the instance is finalized
+``TRITONBACKEND_ModelFinalize(model)``      after its last instance in the worker is
+                                            finalized
 ``TRITONBACKEND_Finalize(backend)``         last, before the worker exits
 ==========================================  ========================================
+
+Module globals are shared by every model the worker hosts: keep per-model and
+per-instance state on :attr:`Model.state` and :attr:`ModelInstance.state`. A
+failed initialize is followed by the matching finalize, as in Triton.
 
 A function that raises :class:`~tritium.core.errors.TritonError` (or any
 exception) fails that step: a failed initialize fails the model load with the
@@ -56,7 +66,7 @@ API_VERSION = (1, 0)
 
 
 class Backend:
-    """A loaded backend (one per worker).
+    """A loaded backend (one per backend library per worker).
 
     :ivar name: the backend name (``"onnxruntime"``).
     :ivar directory: the folder the backend library was loaded from.
@@ -75,7 +85,7 @@ class Backend:
 
 
 class Model:
-    """The model a worker serves.
+    """A model a worker serves (one object for all its instances in that worker).
 
     :ivar name: model name.
     :ivar version: model version (an integer).
@@ -135,7 +145,7 @@ class Model:
 
 
 class ModelInstance:
-    """The model instance a worker hosts (one per worker process).
+    """A model instance a worker hosts (it executes on a thread of its own there).
 
     :ivar name: Triton's instance name, ``<group name>_<index>`` (``"m_0_0"``).
     :ivar kind: ``"KIND_CPU"`` or ``"KIND_GPU"``.

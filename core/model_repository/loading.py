@@ -40,6 +40,7 @@ from ..warmup import run_warmup
 from ..worker.environment import PARAMETER as ENVIRONMENT_PARAMETER
 from ..worker.environment import resolve_environment
 from ..worker.placement import isolation_policy
+from ..worker.preload import frameworks_for
 from .paths import check_model_name, check_relative_file
 from .repository import ModelSource, read_labels
 
@@ -221,6 +222,7 @@ async def load_version(
             options,
             policy,
             (options.python, tuple(sorted((options.env or {}).items()))),
+            frameworks_for(config.backend, source.path, version, sent),
         )
         if model.config.get("model_warmup"):
             try:

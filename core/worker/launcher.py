@@ -230,10 +230,14 @@ class TemplateLauncher:
             log.debug("worker template process started (pid %d)", self.pid)
             return self._channel
 
-    async def fork(self, worker_id: int, log_verbose: int, cwd: str | None, fds: Sequence[int]) -> ForkedProcess:
+    async def fork(
+        self, worker_id: int, log_verbose: int, cwd: str | None, fds: Sequence[int], preload: Sequence[str] = ()
+    ) -> ForkedProcess:
         """Fork a worker with the worker's ends of its control and heartbeat sockets and its stderr (``fds``).
 
         The caller keeps (and closes) its copies of ``fds``.
+
+        :param preload: frameworks the template imports first (it keeps them for later forks too).
 
         :raises TemplateError: when the template cannot be started, dies, does not answer
             within the timeout, or the fork fails.
@@ -242,7 +246,12 @@ class TemplateLauncher:
         request_id = next(self._ids)
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = future
-        settings: dict[str, Any] = {"worker_id": worker_id, "log_verbose": log_verbose, "cwd": cwd or "/"}
+        settings: dict[str, Any] = {
+            "worker_id": worker_id,
+            "log_verbose": log_verbose,
+            "cwd": cwd or "/",
+            "preload": list(preload),
+        }
         channel.send([SpawnKind.SPAWN, request_id, settings], list(fds))
         try:
             pid, pidfd = await asyncio.wait_for(asyncio.shield(future), self.timeout_s)

@@ -6,7 +6,10 @@ which ``TRITONBACKEND_Initialize`` runs once (before the first model's
 ``TRITONBACKEND_ModelInitialize``) and ``TRITONBACKEND_Finalize`` once, when the worker
 exits — as Triton does for the backends it loads into its process. Libraries of one
 backend name found in different places (a model's own ``libtriton_<name>.py`` beside the
-global one) are different libraries, imported under different module names.
+global one) are different libraries, imported under different module names; so is a
+Python library whose file changed since it was imported (a model reloaded with a new
+``libtriton_<name>.py`` gets the new one; a shared library (``.so``) is opened once per
+process: a changed one needs the model in a worker of its own, ``worker_isolation: model``).
 
 The template process (:mod:`.template`) preloads libraries here before it forks workers,
 so a forked worker finds them imported already. Worker side; thread-safe.
@@ -45,6 +48,18 @@ class LoadedBackend:
             fn(*args)
 
 
+def _identity(library: BackendLibrary) -> str:
+    """What tells libraries apart: the path, and for Python code the file's size and modification time."""
+    if library.kind == "shared_library":
+        return str(library.path)
+    source = library.path / "__init__.py" if library.kind == "package" else library.path
+    try:
+        stat = source.stat()
+    except OSError:
+        return str(library.path)
+    return f"{library.path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
 class BackendLibraries:
     """The libraries this process has loaded, by path."""
 
@@ -54,7 +69,7 @@ class BackendLibraries:
         self._lock = threading.Lock()
 
     def _load(self, library: BackendLibrary, name: str) -> LoadedBackend:
-        key = str(library.path)
+        key = _identity(library)
         with self._lock:
             found = self._loaded.get(key)
             if found is not None:

@@ -46,12 +46,14 @@ class Placement:
     :ivar label: how logs and errors name that worker.
     :ivar shared: whether the worker may host more than one instance.
     :ivar cwd: its working directory.
+    :ivar preload: frameworks the template process imports before forking it (:mod:`.preload`).
     """
 
     key: tuple[Any, ...]
     label: str
     shared: bool
     cwd: str | None
+    preload: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,20 +75,25 @@ class IsolationPolicy:
         instance_names: list[str],
         environment: tuple[Any, ...],
         load: object,
+        preload: tuple[str, ...] = (),
     ) -> list[Placement]:
         """One :class:`Placement` per instance of one load of a model (an isolated model's
         keys name the load: a reload never shares the old load's worker).
 
         :param environment: the interpreter and environment variables of the model's workers.
         :param load: the load of the model (an object of its own).
+        :param preload: frameworks its workers should find imported (:mod:`.preload`).
         """
         if self.mode == "instance":
-            return [Placement(("instance", load, next(_unique)), name, False, model_path) for name in instance_names]
+            return [
+                Placement(("instance", load, next(_unique)), name, False, model_path, preload)
+                for name in instance_names
+            ]
         if self.mode == "model":
             key = ("model", load)
-            return [Placement(key, f"model '{model}'", True, model_path) for _ in instance_names]
+            return [Placement(key, f"model '{model}'", True, model_path, preload) for _ in instance_names]
         label = f"{backend} worker group '{self.group}'" if self.group else f"{backend} shared worker"
-        placement = Placement(("shared", backend, self.group, environment), label, True, "/")
+        placement = Placement(("shared", backend, self.group, environment), label, True, "/", preload)
         return [placement for _ in instance_names]
 
 

@@ -118,6 +118,7 @@ class WorkerProcess:
         server's, whose files could shadow the packages the worker imports).
     :param launcher: forks the worker from the template process (None, or a model
         environment: the worker starts as a program of ``python``).
+    :param preload: frameworks the template imports before forking it (see :mod:`.preload`).
     """
 
     def __init__(
@@ -131,8 +132,10 @@ class WorkerProcess:
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         launcher: TemplateLauncher | None = None,
+        preload: tuple[str, ...] = (),
     ) -> None:
         self.id = next(_worker_ids)
+        self.preload = preload
         self.bls = bls
         self.env = env
         self.cwd = cwd
@@ -191,7 +194,7 @@ class WorkerProcess:
             if self.launcher is not None and not self.env:
                 try:
                     self._proc = await self.launcher.fork(
-                        self.id, verbose, self.cwd, [child.fileno(), beat_child.fileno(), log_write]
+                        self.id, verbose, self.cwd, [child.fileno(), beat_child.fileno(), log_write], self.preload
                     )
                 except TemplateError as exc:
                     log.warning("%s: %s; starting the worker as a program instead", self.label, exc.message)

@@ -99,6 +99,7 @@ class WorkerSupervisor:
                 options.env,
                 placement.cwd,
                 self.launcher,
+                placement.preload,
             )
             entry = _Entry(worker, asyncio.ensure_future(self._start(worker, options)))
             self._workers[placement.key] = entry

@@ -31,6 +31,7 @@ from ..backend.loader import find_backend_library
 from ..errors import TritonError
 from .channel import _ANC_SPACE, _RECV_BYTES, _ancillary, _fds_from_ancdata
 from .main import _die_with_parent, libraries, run_worker, set_process_name
+from .preload import PRELOADABLE
 from .protocol import FrameDecoder, SpawnKind, encode
 
 __all__ = ["main"]
@@ -104,6 +105,7 @@ class Template:
 
     def _spawn(self, request_id: int, settings: dict[str, Any], fds: list[int]) -> None:
         control, heartbeat, stderr = fds
+        _import_frameworks(settings.get("preload") or ())
         try:
             pid = os.fork()
         except OSError as exc:
@@ -162,6 +164,23 @@ def _close_fds_but(keep: set[int]) -> None:
                 os.close(fd)
             except OSError:
                 pass  # the listing's own descriptor, already closed
+
+
+def _import_frameworks(names: Any) -> None:
+    """Import the frameworks a worker about to be forked wants (those :data:`~.preload.PRELOADABLE`
+    lists: they start no thread at import), once; a framework that is not installed is left to
+    the worker, whose backend says so."""
+    fresh = False
+    for name in names:
+        if name in PRELOADABLE and name not in sys.modules:
+            try:
+                __import__(name)
+                fresh = True
+            except Exception as exc:  # noqa: BLE001 - the worker reports the real error when it imports it
+                print(f"worker template: not preloading {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if fresh:
+        gc.collect()
+        gc.freeze()
 
 
 def _preload(backend_directory: str) -> None:

@@ -145,7 +145,7 @@ class ServerProcess:
     def instance_pids(self, model: str) -> dict[str, int]:
         """Instance name -> the pid of the worker process it runs in, for the READY versions of
         ``model`` (read from the metrics endpoint's ``tritium_instance_worker_pid``)."""
-        pattern = re.compile(r'^tritium_instance_worker_pid\{([^}]*)\} ([0-9.e+]+)$', re.M)
+        pattern = re.compile(r"^tritium_instance_worker_pid\{([^}]*)\} ([0-9.e+]+)$", re.M)
         out: dict[str, int] = {}
         for labels, value in pattern.findall(self.wait_metrics()):
             fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
