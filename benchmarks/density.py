@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 import urllib.request
 from collections.abc import Callable
@@ -43,22 +44,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, write_section  # noqa: E402
+from benchmarks.python_backend import ADD_SUB  # noqa: E402
 from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 from tritium.perf import descendants_of  # noqa: E402
 
-ADD_SUB_PY = """import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
-        return responses
-"""
 IO = """input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 instance_group [ { kind: KIND_CPU count: 1 } ]
@@ -97,7 +87,7 @@ def write_repository(root: Path, kind: str, n: int) -> list[str]:
             (version / "model.onnx").write_bytes(blob)
             backend = "onnxruntime"
         else:
-            (version / "model.py").write_text(ADD_SUB_PY)
+            (version / "model.py").write_text(textwrap.dedent(ADD_SUB))
             backend = "python"
         (root / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "{backend}"\n{IO}')
         names.append(name)

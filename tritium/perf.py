@@ -69,9 +69,9 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def children_of(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (read from /proc)."""
-    out = []
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> the pids of its children, read from /proc now."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -79,23 +79,19 @@ def children_of(pid: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == pid:
-            out.append(int(entry.name))
-    return sorted(out)
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (read from /proc)."""
+    return sorted(_children().get(pid, []))
 
 
 def descendants_of(pid: int) -> list[int]:
     """PIDs below ``pid``: its children, their children, ... (read from /proc; a server's model
     workers are children of its template process, not of the server)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    parents = _children()
     out: list[int] = []
     todo = list(parents.get(pid, []))
     while todo:

@@ -210,20 +210,33 @@ class BlockingChannel:
         :raises TritonError: INTERNAL for a malformed frame.
         """
         while True:
+            frames = self.receive_once()
+            if frames is None:
+                return
+            for i, frame in enumerate(frames):
+                self.buffered = len(frames) - i - 1
+                yield frame
+            self.buffered = 0
+
+    def receive_once(self) -> list[tuple[list[Any], list[int]]] | None:
+        """Read the socket once (blocking until something arrives) and return the complete frames
+        received, maybe none; None once the peer closed the socket.
+
+        :raises TritonError: INTERNAL for a malformed frame.
+        """
+        while True:
             try:
                 nbytes, ancdata, _flags, _addr = self._sock.recvmsg_into([self._buffer], _ANC_SPACE)
             except InterruptedError:
                 continue
             except OSError:
-                return
+                return None
             fds = _fds_from_ancdata(ancdata) if ancdata else None
             if not nbytes:
-                return
-            frames = list(self._decoder.feed(self._view[:nbytes], fds))
-            for i, frame in enumerate(frames):
-                self.buffered = len(frames) - i - 1
-                yield frame
-            self.buffered = 0
+                for fd in fds or ():
+                    os.close(fd)
+                return None
+            return list(self._decoder.feed(self._view[:nbytes], fds))
 
     def close(self) -> None:
         """Close the socket."""

@@ -445,7 +445,7 @@ class Worker:
         return True
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent exits (even mid-execution).
 
     SIGINT and SIGTERM are ignored: Ctrl-C in a terminal, or a service manager's
@@ -486,7 +486,7 @@ def run_worker(fd: int, worker_id: int, log_verbose: int = 0, heartbeat_fd: int 
     :param heartbeat_fd: the heartbeat socket (-1: none).
     """
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
     set_process_name("tritium-worker")

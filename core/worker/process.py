@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import sys
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +31,7 @@ from .heartbeat import Heartbeat
 from .launcher import ProcessHandle, TemplateError, TemplateLauncher, spawn_worker
 from .log_relay import relay_worker_log
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
+from .timeouts import ExecuteTimeouts
 
 log = logging.getLogger("tritium.worker")
 
@@ -145,11 +145,7 @@ class WorkerProcess:
         #: models placed here, by the key of their load (see :meth:`init_model`)
         self.models: dict[Any, HostedModel] = {}
         self._ids = itertools.count(1)  # model and instance ids in this worker
-        #: execute timeouts in seconds of the instances that have one (instance id -> seconds)
-        self._timeouts: dict[int, float] = {}
-        #: batches in flight of each instance with a timeout, in execution order
-        self._running: dict[int, deque[int]] = {}
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._timeouts = ExecuteTimeouts(self._execute_timed_out)
         self._kill_reason = ""
         self.label = label
         self.pool = pool
@@ -263,9 +259,7 @@ class WorkerProcess:
             return
         self._dead = True
         how = self._kill_reason or how
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self._timeouts.cancel_all()
         if self._release_timer is not None:
             self._release_timer.cancel()
             self._release_timer = None
@@ -331,6 +325,11 @@ class WorkerProcess:
     def alive(self) -> bool:
         """True while the process runs and its channel is open."""
         return not self._dead and self._channel is not None and not self._channel.closed
+
+    @property
+    def calling(self) -> bool:
+        """True while an INIT_* / FINALIZE_* / SHUTDOWN call waits for its reply (each has its own deadline)."""
+        return bool(self._calls)
 
     @property
     def busy(self) -> bool:
@@ -411,15 +410,13 @@ class WorkerProcess:
         instance_id = next(self._ids)
         self.instances[instance_id] = owner
         if execute_timeout_s > 0:
-            self._timeouts[instance_id] = execute_timeout_s
-            self._running[instance_id] = deque()
+            self._timeouts.add_instance(instance_id, execute_timeout_s)
         return instance_id
 
     def remove_instance(self, instance_id: int) -> None:
         """The instance left (finalized, or never initialized)."""
         self.instances.pop(instance_id, None)
-        self._timeouts.pop(instance_id, None)
-        self._running.pop(instance_id, None)
+        self._timeouts.remove_instance(instance_id)
 
     async def init_model(self, key: Any, settings: dict[str, Any], timeout: float, who: str) -> tuple[int, Any]:
         """The model of load ``key`` initialized here (INIT_MODEL once, whoever asks first): its
@@ -491,32 +488,11 @@ class WorkerProcess:
         releases, self._releases = self._releases, []
         # lazy: the batches handed to this worker in one loop iteration go out in one write
         self._channel.send([Kind.EXECUTE, batch_id, instance_id, batch.wire_requests, releases], lazy=True)
-        running = self._running.get(instance_id) if self._running else None
-        if running is not None:
-            running.append(batch_id)
-            if len(running) == 1:
-                self._arm_timer(batch_id, instance_id)
+        if self._timeouts:
+            self._timeouts.handed(batch_id, instance_id)
 
-    def _arm_timer(self, batch_id: int, instance_id: int) -> None:
-        """Time the batch the instance now executes (its batches handed ahead wait their turn)."""
-        self._timers[batch_id] = asyncio.get_running_loop().call_later(
-            self._timeouts[instance_id], self._execute_timed_out, batch_id, instance_id
-        )
-
-    def _executed(self, batch_id: int) -> None:
-        """A batch's execute returned: stop its timer, and time the instance's next batch."""
-        timer = self._timers.pop(batch_id, None)
-        if timer is not None:
-            timer.cancel()
-        for instance_id, running in self._running.items():
-            if running and running[0] == batch_id:
-                running.popleft()
-                if running:
-                    self._arm_timer(running[0], instance_id)  # the worker starts it now
-                return
-
-    def _execute_timed_out(self, batch_id: int, instance_id: int) -> None:
-        self._timers.pop(batch_id, None)
+    def _execute_timed_out(self, batch_id: int, instance_id: int, seconds: float) -> None:
+        del instance_id
         batch = self._batches.get(batch_id)
         if batch is not None and self.alive:
             shared = (
@@ -525,8 +501,7 @@ class WorkerProcess:
                 else ""
             )
             self._kill_reason = (
-                f"did not finish executing within the execute timeout of {self._timeouts[instance_id]:g} s "
-                f"and was killed{shared}"
+                f"did not finish executing within the execute timeout of {seconds:g} s and was killed{shared}"
             )
             log.error("model instance '%s': a batch ran past its execute timeout", batch.executor.name)
             self.kill()
@@ -590,8 +565,8 @@ class WorkerProcess:
             elif kind == _EXECUTE_DONE:
                 for index, flags, outputs, error, parameters in message[3]:
                     self._respond(message[1], index, flags, outputs, error, parameters)
-                if self._running:
-                    self._executed(message[1])
+                if self._timeouts:
+                    self._timeouts.done(message[1])
                 batch = self._batches.pop(message[1], None)
                 if batch is not None:
                     batch.on_done(message[2], None)

@@ -146,6 +146,8 @@ class WorkerSupervisor:
             await asyncio.sleep(options.ping_interval_s)
             if not worker.alive:
                 return
+            if worker.calling:  # a model (de)initializes: a backend may hold the interpreter for long
+                continue  # (compiling a model); the call's own deadline bounds it
             if worker.busy:  # executing: the control channel answers between batches; the heartbeat thread now
                 if not await worker.heartbeat(options.ping_timeout_s) and worker.alive and worker.busy:
                     reason = (

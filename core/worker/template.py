@@ -29,10 +29,10 @@ from typing import Any
 
 from ..backend.loader import find_backend_library
 from ..errors import TritonError
-from .channel import _ANC_SPACE, _RECV_BYTES, _ancillary, _fds_from_ancdata
-from .main import _die_with_parent, libraries, run_worker, set_process_name
+from .channel import BlockingChannel
+from .main import die_with_parent, libraries, run_worker, set_process_name
 from .preload import PRELOADABLE
-from .protocol import FrameDecoder, SpawnKind, encode
+from .protocol import SpawnKind
 
 __all__ = ["main"]
 
@@ -45,7 +45,7 @@ class Template:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.decoder = FrameDecoder()
+        self.channel = BlockingChannel(sock)
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
@@ -56,15 +56,10 @@ class Template:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes the selector (the wakeup fd)
 
     def _send(self, message: list[Any], fds: list[int] | None = None) -> None:
-        data = encode(message, len(fds or ()))
-        sent = self.sock.sendmsg([data], _ancillary(fds or []))
-        if sent < len(data):
-            self.sock.sendall(memoryview(data)[sent:])
+        self.channel.send(message, fds or ())
 
     def serve(self) -> None:
         """Fork workers on request and report their exits, until the core closes the socket."""
-        buffer = bytearray(_RECV_BYTES)
-        view = memoryview(buffer)
         while True:
             for key, _ in self.selector.select():
                 if key.fd == self.wake_r:
@@ -75,18 +70,10 @@ class Template:
                         pass
                     self._reap()
                     continue
-                try:
-                    nbytes, ancdata, _flags, _addr = self.sock.recvmsg_into([buffer], _ANC_SPACE)
-                except InterruptedError:
-                    continue
-                except OSError:
+                frames = self.channel.receive_once()
+                if frames is None:
                     return
-                fds = _fds_from_ancdata(ancdata) if ancdata else None
-                if not nbytes:
-                    for fd in fds or ():
-                        os.close(fd)
-                    return
-                for message, frame_fds in self.decoder.feed(view[:nbytes], fds):
+                for message, frame_fds in frames:
                     if message[0] == SpawnKind.SPAWN and len(frame_fds) == 3:
                         self._spawn(int(message[1]), message[2], frame_fds)
                     else:
@@ -205,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend-directory", default="")
     args = parser.parse_args(argv)
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:
         os._exit(1)
     set_process_name("tritium-tmpl")

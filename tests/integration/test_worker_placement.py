@@ -87,6 +87,11 @@ def _write_repository(root: Path) -> None:
         grouped = add_model(root, name, _onnx_config(_parameter("worker_group", "tenant")))
         (grouped / "1" / "model.onnx").write_bytes(offset_onnx(offset))
     add_model(root, "echo", identity_config(dims="[ 4 ]", max_batch_size=0))
+    add_model(
+        root,
+        "echo_timed",
+        identity_config(dims="[ 4 ]", max_batch_size=0, extra=_parameter("execute_timeout_seconds", "30")),
+    )
     add_model(root, "random", RANDOM_CONFIG, files={"1/model.py": RANDOM_MODEL})
 
 
@@ -151,7 +156,8 @@ def test_isolation_and_groups_are_honoured(server: ServerProcess) -> None:
     group = _pid(server, "grouped_a")
     assert _pid(server, "grouped_b") == group
     echo = _pid(server, "echo")  # another backend: another shared worker
-    pids = [shared, *set(isolated.values()), *alone.values(), group, echo]
+    timed = _pid(server, "echo_timed")  # a model with an execute timeout: a worker of its own by default
+    pids = [shared, *set(isolated.values()), *alone.values(), group, echo, timed]
     assert len(set(pids)) == len(pids)
     assert set(pids) <= set(worker_pids(server.proc.pid))  # type: ignore[union-attr]
     client = httpclient.InferenceServerClient(server.http_url)
