@@ -158,6 +158,28 @@ def answer_all(http_url: str, names: list[str]) -> int:
         return sum(pool.map(one, names))
 
 
+def endpoint_times(server: ServerProcess, rounds: int = 5) -> dict[str, float]:
+    """Median milliseconds of the control endpoints that list every model: the repository index,
+    every model's statistics, and a metrics scrape."""
+    calls = {
+        "repository index": urllib.request.Request(
+            f"http://{server.http_url}/v2/repository/index", data=b"{}", method="POST"
+        ),
+        "statistics of every model": urllib.request.Request(f"http://{server.http_url}/v2/models/stats"),
+        "metrics": urllib.request.Request(server.metrics_url),
+    }
+    out = {}
+    for name, request in calls.items():
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=60) as response:
+                response.read()
+            times.append((time.perf_counter() - start) * 1000)
+        out[name] = sorted(times)[rounds // 2]
+    return out
+
+
 @dataclass
 class Result:
     """One server on one repository."""
@@ -171,6 +193,8 @@ class Result:
     answered: int = -1  # models that answered correctly (-1: not asked)
     pss_after_mib: float = 0.0  # after every model answered once
     parts: list[tuple[int, str, int]] = field(default_factory=list)
+    #: median milliseconds of the repository index, every model's statistics and a metrics scrape
+    endpoints_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def per_model(self) -> float:
@@ -196,6 +220,7 @@ def run_tritium(
             result.answered = answer_all(server.http_url, names)
             time.sleep(1)
             result.pss_after_mib = tree_pss(proc.pid)[0]
+            result.endpoints_ms = endpoint_times(server)
         return result
     finally:
         server.stop()
@@ -239,6 +264,10 @@ def render(results: list[Result], args: argparse.Namespace) -> str:
             f"| {r.server}: {r.scenario} | {r.models:,} | {r.ready_s:.1f} | {r.pss_mib:,.0f} | {r.per_model:.2f} | "
             f"{r.processes} | {after} |"
         )
+    for r in results:
+        if r.endpoints_ms:
+            timings = ", ".join(f"{name} {ms:,.0f} ms" for name, ms in r.endpoints_ms.items())
+            lines += ["", f"With {r.models:,} models loaded ({r.server}), median of 5: {timings}."]
     lines += ["", "### Targets (issue 26)", "", "| target | measured | met |", "| --- | --- | --- |"]
     onnx = by.get(("tritium", "onnx"))
     if onnx is not None:

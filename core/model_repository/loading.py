@@ -167,6 +167,7 @@ async def load_version(
         "backend_config": backend_settings(server_options, config.backend),
         "runtime": config.runtime,
         "log_verbose": server_options.log_verbose,
+        "load_threads": server_options.model_load_threads,
     }
 
     def finish(completed: dict[str, Any], final: bool) -> dict[str, Any]:

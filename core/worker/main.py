@@ -64,7 +64,8 @@ __all__ = ["Worker", "main", "run_worker", "libraries"]
 HOLD_BELOW_NS = 100_000
 #: the most EXECUTE_DONE frames held back
 HOLD_MAX = 8
-#: threads that initialize and finalize models in a threaded worker
+#: threads that initialize and finalize models in a threaded worker, unless the first model
+#: routed to them says otherwise (``load_threads``: the server's --model-load-thread-count)
 LOADER_THREADS = 4
 #: seconds SHUTDOWN waits for each instance thread to finalize
 FINALIZE_WAIT_S = 60.0
@@ -270,7 +271,8 @@ class Worker:
             executor.inbox.put(message)
         elif kind in _MODEL_KINDS:
             if self._loader is None:
-                self._loader = concurrent.futures.ThreadPoolExecutor(LOADER_THREADS, "tritium-loader")
+                threads = int(message[2].get("load_threads") or LOADER_THREADS) if kind == Kind.INIT_MODEL else 0
+                self._loader = concurrent.futures.ThreadPoolExecutor(max(threads, LOADER_THREADS), "tritium-loader")
             handler = self._init_model if kind == Kind.INIT_MODEL else self._finalize_model
             self._loader.submit(handler, message)
         elif kind == Kind.SHUTDOWN:
