@@ -30,6 +30,7 @@ import concurrent.futures
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -158,6 +159,22 @@ def answer_all(http_url: str, names: list[str]) -> int:
         return sum(pool.map(one, names))
 
 
+def worker_names(server: ServerProcess) -> dict[int, str]:
+    """pid -> what each worker process hosts, from the metrics endpoint (``tritium_worker_instances``);
+    empty for a server without that metric."""
+    try:
+        with urllib.request.urlopen(server.metrics_url, timeout=30) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for labels, value in re.findall(r"^tritium_worker_instances\{([^}]*)\} (\S+)$", text, re.M):
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        count = int(float(value))
+        out[int(fields["pid"])] = f"worker: {fields['worker']} ({count} instance{'s' if count != 1 else ''})"
+    return out
+
+
 def endpoint_times(server: ServerProcess, rounds: int = 5) -> dict[str, float]:
     """Median milliseconds of the control endpoints that list every model: the repository index,
     every model's statistics, and a metrics scrape."""
@@ -215,6 +232,8 @@ def run_tritium(
         ready = wait_ready(server.http_port, n, started, 900, lambda: proc.poll() is None)
         time.sleep(3)
         pss, count, parts = tree_pss(proc.pid)
+        hosts = worker_names(server)
+        parts = [(pid, hosts.get(pid, name), kib) for pid, name, kib in parts]
         result = Result(label, scenario, n, ready, pss, count, parts=parts)
         if ask:
             result.answered = answer_all(server.http_url, names)
@@ -296,8 +315,9 @@ def render(results: list[Result], args: argparse.Namespace) -> str:
         )
         lines += ["", "Where the example repository's memory is (PSS, MiB):", ""]
         lines += ["| process | PSS (MiB) |", "| --- | ---: |"]
+        names = {"python": "the core (tritium-server)", "tritium-tmpl": "the template process"}
         for _pid, name, kib in sorted(examples.parts, key=lambda p: -p[2]):
-            lines.append(f"| {name} | {kib / 1024:,.0f} |")
+            lines.append(f"| {names.get(name, name)} | {kib / 1024:,.0f} |")
     if args.reference_python:
         lines += [
             "",
@@ -313,6 +333,12 @@ def main() -> None:
     parser.add_argument("--onnx", type=int, default=1000, help="tiny ONNX models (0: skip)")
     parser.add_argument("--python", type=int, default=64, help="python models, tritium and Triton (0: skip)")
     parser.add_argument("--no-examples", action="store_true", help="skip the example repository")
+    parser.add_argument(
+        "--examples",
+        type=Path,
+        default=ROOT / "examples" / "model_repository",
+        help="the example model repository (examples/fetch_models.py builds it)",
+    )
     parser.add_argument("--no-triton", action="store_true", help="skip the real Triton")
     parser.add_argument("--server-python", default=sys.executable, help="the interpreter that runs tritium")
     parser.add_argument(
@@ -347,7 +373,7 @@ def main() -> None:
                     results.append(run_triton(args.triton_venv, repo, args.python, work / "triton-python.log"))
                     print(results[-1], flush=True)
                 shutil.rmtree(repo)
-            examples = ROOT / "examples" / "model_repository"
+            examples = args.examples
             if not args.no_examples and examples.is_dir():
                 count = sum(1 for p in examples.iterdir() if (p / "config.pbtxt").exists())
                 results.append(
