@@ -100,6 +100,17 @@ def _backend_config(text: str) -> tuple[str, str, str]:
         raise argparse.ArgumentTypeError(
             f"--backend-config option format is '<backend name>,<setting>=<value>'. Got {text}"
         )
+    if key == "worker-isolation":  # tritium's own setting: checked now rather than at each model's load
+        from tritium.core.worker.placement import ISOLATION_MODES, PYTHON_BACKEND
+
+        if value not in ISOLATION_MODES:
+            raise argparse.ArgumentTypeError(
+                f"--backend-config {text}: worker-isolation must be one of {', '.join(ISOLATION_MODES)}"
+            )
+        if backend == PYTHON_BACKEND and value != "instance":
+            raise argparse.ArgumentTypeError(
+                f"--backend-config {text}: python models run in a worker process per instance, as in Triton"
+            )
     return backend, key, value
 
 

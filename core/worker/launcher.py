@@ -143,6 +143,7 @@ async def spawn_worker(
     stderr: int,
     env: dict[str, str] | None,
     cwd: str | None,
+    label: str = "",
 ) -> SpawnedProcess:
     """Start ``python -m tritium.core.worker`` with the worker's ends of its sockets and its stderr.
 
@@ -160,6 +161,8 @@ async def spawn_worker(
         str(log_verbose),
         "--heartbeat-fd",
         str(heartbeat.fileno()),
+        "--label",
+        label,
         pass_fds=[control.fileno(), heartbeat.fileno()],
         stdin=subprocess.DEVNULL,
         stderr=stderr,
@@ -187,6 +190,8 @@ class TemplateLauncher:
         self._requests: dict[int, asyncio.Future[tuple[int, int]]] = {}
         self._ids = itertools.count(1)
         self._forked: dict[int, ForkedProcess] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.pid: int | None = None
 
     @property
@@ -225,19 +230,30 @@ class TemplateLauncher:
                 child.close()
                 os.close(log_write)
             self.pid = self._proc.pid
-            asyncio.ensure_future(relay_worker_log(log_read, "worker template", self.pid))
+            # held here: a task nothing refers to may be collected, closing the pipe under the template
+            self._tasks = {
+                asyncio.ensure_future(relay_worker_log(log_read, "worker template", self.pid)),
+                asyncio.ensure_future(self._watch(self._proc)),
+            }
             self._channel = AsyncChannel(parent, self._on_message, self._on_close)
             log.debug("worker template process started (pid %d)", self.pid)
             return self._channel
 
     async def fork(
-        self, worker_id: int, log_verbose: int, cwd: str | None, fds: Sequence[int], preload: Sequence[str] = ()
+        self,
+        worker_id: int,
+        log_verbose: int,
+        cwd: str | None,
+        fds: Sequence[int],
+        preload: Sequence[str] = (),
+        label: str = "",
     ) -> ForkedProcess:
         """Fork a worker with the worker's ends of its control and heartbeat sockets and its stderr (``fds``).
 
         The caller keeps (and closes) its copies of ``fds``.
 
         :param preload: frameworks the template imports first (it keeps them for later forks too).
+        :param label: what the core calls the worker (its command line shows it).
 
         :raises TemplateError: when the template cannot be started, dies, does not answer
             within the timeout, or the fork fails.
@@ -251,6 +267,7 @@ class TemplateLauncher:
             "log_verbose": log_verbose,
             "cwd": cwd or "/",
             "preload": list(preload),
+            "label": label,
         }
         channel.send([SpawnKind.SPAWN, request_id, settings], list(fds))
         try:
@@ -288,6 +305,13 @@ class TemplateLauncher:
             for fd in fds:
                 os.close(fd)
 
+    async def _watch(self, proc: asyncio.subprocess.Process) -> None:
+        """Log the template's exit unless the core asked for it (its forked workers die with it)."""
+        code = await proc.wait()
+        if not self._closing:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            log.error("worker template process (pid %s) %s; the next worker starts a new one", proc.pid, how)
+
     def _on_close(self, exc: BaseException | None) -> None:
         if exc is not None:
             log.error("worker template process: control channel failed: %s", exc)
@@ -309,6 +333,7 @@ class TemplateLauncher:
 
     async def close(self) -> None:
         """Stop the template (its workers were stopped before); waits for it to exit."""
+        self._closing = True
         if self._channel is not None:
             self._channel.close()
             self._channel = None

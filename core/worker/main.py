@@ -468,8 +468,17 @@ def die_with_parent() -> None:
         pass  # not Linux: the closed control socket still ends the worker between batches
 
 
-def set_process_name(name: str) -> None:
-    """Name this process (``/proc/<pid>/comm``, what ``ps -e`` and ``top`` show); best effort."""
+def set_process_name(name: str, title: str = "") -> None:
+    """Name this process: ``/proc/<pid>/comm`` (what ``ps -e`` and ``top`` show, 15 characters)
+    and, where the ``setproctitle`` package is installed, its command line (what ``ps aux``
+    shows) as ``title``; best effort."""
+    if title:
+        try:
+            import setproctitle
+
+            setproctitle.setproctitle(title)
+        except ImportError:  # a model environment's interpreter without it: the name still tells
+            pass
     try:
         import ctypes
 
@@ -480,18 +489,19 @@ def set_process_name(name: str) -> None:
         pass
 
 
-def run_worker(fd: int, worker_id: int, log_verbose: int = 0, heartbeat_fd: int = -1) -> None:
+def run_worker(fd: int, worker_id: int, log_verbose: int = 0, heartbeat_fd: int = -1, label: str = "") -> None:
     """Serve as a worker on control socket ``fd`` until SHUTDOWN or the core goes away; then exit.
 
     :param fd: the control socket (owned from now on).
     :param worker_id: the core's id for this worker.
     :param heartbeat_fd: the heartbeat socket (-1: none).
+    :param label: what the core calls it (its command line shows it: ``tritium-worker <label>``).
     """
     parent = os.getppid()
     die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
-    set_process_name("tritium-worker")
+    set_process_name("tritium-worker", f"tritium-worker {label}".strip())
     configure_worker_logging(log_verbose)
     if heartbeat_fd >= 0:
         serve_heartbeat(heartbeat_fd)  # answers the core while a model executes
@@ -523,7 +533,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker-id", type=int, required=True)
     parser.add_argument("--log-verbose", type=int, default=0)
     parser.add_argument("--heartbeat-fd", type=int, default=-1, help="inherited heartbeat socket")
+    parser.add_argument("--label", default="", help="what the core calls this worker")
     args = parser.parse_args(argv)
     if args.fd < 0:
         sys.exit(2)
-    run_worker(args.fd, args.worker_id, args.log_verbose, args.heartbeat_fd)
+    run_worker(args.fd, args.worker_id, args.log_verbose, args.heartbeat_fd, args.label)

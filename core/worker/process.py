@@ -154,6 +154,7 @@ class WorkerProcess:
         self.log_verbose = log_verbose
         self.pid: int | None = None
         self._proc: ProcessHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._channel: AsyncChannel | None = None
         self._hello: asyncio.Future[list[Any]] | None = None
         self._calls: dict[int, asyncio.Future[Any]] = {}
@@ -190,13 +191,18 @@ class WorkerProcess:
             if self.launcher is not None and not self.env:
                 try:
                     self._proc = await self.launcher.fork(
-                        self.id, verbose, self.cwd, [child.fileno(), beat_child.fileno(), log_write], self.preload
+                        self.id,
+                        verbose,
+                        self.cwd,
+                        [child.fileno(), beat_child.fileno(), log_write],
+                        self.preload,
+                        self.label,
                     )
                 except TemplateError as exc:
                     log.warning("%s: %s; starting the worker as a program instead", self.label, exc.message)
             if self._proc is None:
                 self._proc = await spawn_worker(
-                    self.python, self.id, verbose, child, beat_child, log_write, self.env, self.cwd
+                    self.python, self.id, verbose, child, beat_child, log_write, self.env, self.cwd, self.label
                 )
         except OSError as exc:
             parent.close()
@@ -211,7 +217,7 @@ class WorkerProcess:
         self.pid = self._proc.pid
         self._log_task = asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
         self._channel = AsyncChannel(parent, self._on_message, self._on_close)
-        asyncio.ensure_future(self._watch(self._proc))
+        self._spawn(self._watch(self._proc))
         hello = await self._wait(self._hello, timeout, "start")
         if hello[1] != PROTOCOL_VERSION:
             self.kill()
@@ -220,6 +226,12 @@ class WorkerProcess:
                 f"{self.label}: worker speaks protocol version {hello[1]}, the core speaks {PROTOCOL_VERSION}; "
                 "the model environment has a different tritium installed",
             )
+
+    def _spawn(self, coro: Any) -> None:
+        """Run ``coro`` as a task held by this handle (a task nothing refers to may be collected)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _watch(self, proc: ProcessHandle) -> None:
         returncode = await proc.wait()
@@ -239,10 +251,12 @@ class WorkerProcess:
     def _on_close(self, exc: BaseException | None) -> None:
         # The socket closed: the process is exiting (wait briefly for its
         # status, for a better message) or broke protocol (kill it).
+        if isinstance(exc, ConnectionResetError):  # it died with frames unread: the exit status tells more
+            exc = None
         if exc is not None:
             log.error("%s: control channel failed: %s", self.label, exc)
             self.kill()
-        asyncio.ensure_future(self._lost_after_exit())
+        self._spawn(self._lost_after_exit())
 
     async def _lost_after_exit(self) -> None:
         how = "closed its control channel"

@@ -136,10 +136,24 @@ class Template:
             np_random = sys.modules.get("numpy.random")
             if np_random is not None:  # numpy's global generator is not reseeded by fork, unlike random's
                 np_random.seed()
-            run_worker(control, int(settings["worker_id"]), int(settings.get("log_verbose", 0)), heartbeat)
+            run_worker(
+                control,
+                int(settings["worker_id"]),
+                int(settings.get("log_verbose", 0)),
+                heartbeat,
+                str(settings.get("label", "")),
+            )
         except BaseException:  # noqa: BLE001 - a child must never return into the template's loop
             traceback.print_exc()
         os._exit(1)
+
+
+def _note(text: str) -> None:
+    """Write a line to the template's stderr (the core's log); a broken pipe is no reason to stop."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _close_fds_but(keep: set[int]) -> None:
@@ -164,7 +178,7 @@ def _import_frameworks(names: Any) -> None:
                 __import__(name)
                 fresh = True
             except Exception as exc:  # noqa: BLE001 - the worker reports the real error when it imports it
-                print(f"worker template: not preloading {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                _note(f"worker template: not preloading {name}: {type(exc).__name__}: {exc}")
     if fresh:
         gc.collect()
         gc.freeze()
@@ -195,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     die_with_parent()
     if os.getppid() != parent:
         os._exit(1)
-    set_process_name("tritium-tmpl")
+    set_process_name("tritium-tmpl", "tritium-tmpl (forks tritium's workers)")
     _preload(args.backend_directory)
     gc.collect()
     gc.freeze()

@@ -226,6 +226,15 @@ def test_command_line_errors(tmp_path):
 
     result = run("--model-repository=x", "--no-such-flag")
     assert result.returncode == 2 and "unrecognized arguments: --no-such-flag" in result.stderr
+    result = run("--model-repository=x", "--backend-config=onnxruntime,worker-isolation=bogus")
+    assert result.returncode == 2
+    assert (
+        "--backend-config onnxruntime,worker-isolation=bogus: worker-isolation must be one of shared, model, instance"
+        in result.stderr
+    )
+    result = run("--model-repository=x", "--backend-config=python,worker-isolation=model")
+    assert result.returncode == 2
+    assert "python models run in a worker process per instance, as in Triton" in result.stderr
     result = run("--model-repository=x", "--model-namespacing=true")
     assert result.returncode == 2
     assert (

@@ -160,6 +160,11 @@ def test_isolation_and_groups_are_honoured(server: ServerProcess) -> None:
     pids = [shared, *set(isolated.values()), *alone.values(), group, echo, timed]
     assert len(set(pids)) == len(pids)
     assert set(pids) <= set(worker_pids(server.proc.pid))  # type: ignore[union-attr]
+    # ps shows what each worker hosts (its command line), top and ps -e its name
+    assert _cmdline(shared) == "tritium-worker onnxruntime shared worker"
+    assert _cmdline(group) == "tritium-worker onnxruntime worker group 'tenant'"
+    assert _cmdline(next(iter(isolated.values()))) == "tritium-worker model 'isolated'"
+    assert {_cmdline(pid) for pid in alone.values()} == {"tritium-worker alone_0_0", "tritium-worker alone_0_1"}
     client = httpclient.InferenceServerClient(server.http_url)
     for model, offset in (("isolated", 1000), ("alone", 2000), ("grouped_a", 3000), ("grouped_b", 4000)):
         assert _http_infer(client, model).tolist() == (X + offset).tolist()
@@ -181,6 +186,10 @@ def test_python_instances_are_forked_from_the_template_each_with_its_own_random_
     with concurrent.futures.ThreadPoolExecutor(4) as pool:  # in flight together: both instances answer
         seen = set(pool.map(draw, range(16)))
     assert len(seen) == 2  # forked from one template, yet numpy's generator was reseeded in each
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
 
 
 def _parent(pid: int) -> int:
@@ -305,3 +314,42 @@ def test_bad_isolation_settings_fail_the_load_and_the_model_keeps_serving(
         client.load_model(model, config=json.dumps(config))
     assert message in str(info.value)
     assert client.is_model_ready(model)  # a failed reload leaves the loaded version serving
+
+
+NEEDS_TORCH = """
+try:
+    import torch  # read by the server (not run) to preload torch in the template process
+except ImportError:
+    torch = None
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+
+def test_the_template_logs_a_framework_it_cannot_preload_and_keeps_forking(tmp_path: Path, start_server) -> None:
+    """A python model whose model.py imports torch asks the template to preload it; where torch
+    cannot be imported the template says so in the server's log and goes on forking workers."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise ImportError("this torch is a test stand-in")\n')
+    repo = tmp_path / "repo"
+    add_model(repo, "echo", identity_config(dims="[ 4 ]", max_batch_size=0))
+    config = RANDOM_CONFIG.replace("count: 2", "count: 1")
+    add_model(repo, "needs_torch", config, files={"1/model.py": NEEDS_TORCH})
+    server = start_server([repo], env={"PYTHONPATH": str(tmp_path / "fake")})
+    client = httpclient.InferenceServerClient(server.http_url)
+    assert _http_infer(client, "needs_torch").tolist() == X.tolist()
+    assert _http_infer(client, "echo").tolist() == X.tolist()
+    assert "worker template: not preloading torch: ImportError: this torch is a test stand-in" in server.log()
+    [template] = {_parent(pid) for pid in server.instance_pids("needs_torch").values()}
+    assert Path(f"/proc/{template}/comm").read_text().strip() == "tritium-tmpl"
+    assert _parent(_pid(server, "echo")) == template
