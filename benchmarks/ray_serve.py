@@ -67,8 +67,14 @@ def process_kind(pid: int) -> str:
     first = argv[0].decode(errors="replace")
     if first.startswith("ray::"):
         return first.split(".")[0].replace("ServeReplica:tritium:", "")
-    if b"tritium.core.worker" in b" ".join(argv):
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        comm = ""
+    if comm == "tritium-worker" or b"tritium.core.worker " in b" ".join(argv):
         return "tritium worker"
+    if comm == "tritium-tmpl":
+        return "tritium worker template"
     return "tritium-server core" if b"tritium" in b" ".join(argv) else Path(first).name
 
 
