@@ -78,7 +78,7 @@ class HostedInstance:
     :ivar execute_ns: moving average of its executions, nanoseconds.
     """
 
-    __slots__ = ("id", "hosted", "instance", "writer", "decoupled", "execute_ns", "label")
+    __slots__ = ("id", "hosted", "instance", "writer", "decoupled", "execute_ns", "label", "execute")
 
     def __init__(self, instance_id: int, hosted: HostedModel, instance: ModelInstance, writer: OutputWriter) -> None:
         self.id = instance_id
@@ -90,6 +90,8 @@ class HostedInstance:
         self.execute_ns = 0.0
         #: how execute failures name the model
         self.label = f"model '{hosted.model.name}' execute"
+        #: the backend's ``TRITONBACKEND_ModelInstanceExecute`` (looked up once, called per batch)
+        self.execute = hosted.loaded.module.TRITONBACKEND_ModelInstanceExecute
 
 
 def init_model(libraries: BackendLibraries, settings: dict[str, Any]) -> HostedModel:
@@ -179,7 +181,7 @@ def run_batch(hosted: HostedInstance, batch_id: int, wire_requests: list[Any]) -
         writer.hold()
     if error is None:
         try:
-            hosted.hosted.loaded.module.TRITONBACKEND_ModelInstanceExecute(hosted.instance, requests)
+            hosted.execute(hosted.instance, requests)
         except BaseException as exc:
             error = error_of(exc, hosted.label)
     t2 = time.perf_counter_ns()

@@ -113,6 +113,8 @@ class Worker:
         #: the instance the main thread runs (the first one hosted)
         self._main_instance: int | None = None
         self._executors: dict[int, _Executor] = {}
+        #: threaded, with the main thread reading the socket (a shared worker) rather than a reader thread
+        self._reader_is_main = False
         self._loader: concurrent.futures.ThreadPoolExecutor | None = None
         #: EXECUTE_DONE frames held back while more EXECUTE frames are already here (inline mode)
         self._outbox: list[list[Any]] = []
@@ -206,8 +208,6 @@ class Worker:
             self._run_main_inbox()
 
     # -- threaded mode ------------------------------------------------------------
-    _reader_is_main = False
-
     def enable_threaded(self) -> None:
         """Switch to threaded receiving for good (idempotent; any thread): a reader thread receives
         and the main thread keeps running the instance it runs."""

@@ -502,7 +502,7 @@ class WorkerProcess:
         releases, self._releases = self._releases, []
         # lazy: the batches handed to this worker in one loop iteration go out in one write
         self._channel.send([Kind.EXECUTE, batch_id, instance_id, batch.wire_requests, releases], lazy=True)
-        if self._timeouts:
+        if self._timeouts.active:
             self._timeouts.handed(batch_id, instance_id)
 
     def _execute_timed_out(self, batch_id: int, instance_id: int, seconds: float) -> None:
@@ -579,7 +579,7 @@ class WorkerProcess:
             elif kind == _EXECUTE_DONE:
                 for index, flags, outputs, error, parameters in message[3]:
                     self._respond(message[1], index, flags, outputs, error, parameters)
-                if self._timeouts:
+                if self._timeouts.active:
                     self._timeouts.done(message[1])
                 batch = self._batches.pop(message[1], None)
                 if batch is not None:

@@ -81,13 +81,9 @@ class WorkerSupervisor:
         :raises TritonError: INTERNAL when the worker cannot start.
         """
         entry = self._workers.get(placement.key)
-        if entry is not None:
-            await asyncio.shield(entry.starting)
-            if entry.worker.alive:
-                return entry.worker
-            if self._workers.get(placement.key) is entry:
-                del self._workers[placement.key]
-        entry = self._workers.get(placement.key)
+        if entry is not None and entry.starting.done() and not entry.worker.alive:
+            del self._workers[placement.key]  # gone since it started: a new one
+            entry = None
         if entry is None:
             worker = WorkerProcess(
                 placement.label,
@@ -101,7 +97,7 @@ class WorkerSupervisor:
                 self.launcher,
                 placement.preload,
             )
-            entry = _Entry(worker, asyncio.ensure_future(self._start(worker, options)))
+            entry = _Entry(worker, asyncio.ensure_future(self._start(placement.key, worker, options)))
             self._workers[placement.key] = entry
         try:
             await asyncio.shield(entry.starting)
@@ -113,10 +109,10 @@ class WorkerSupervisor:
             raise TritonError(Code.INTERNAL, f"worker process '{placement.label}' exited as it started")
         return entry.worker
 
-    async def _start(self, worker: WorkerProcess, options: WorkerSettings) -> None:
+    async def _start(self, key: tuple[Any, ...], worker: WorkerProcess, options: WorkerSettings) -> None:
         await worker.start(options.init_timeout_s)
-        entry = next((e for e in self._workers.values() if e.worker is worker), None)
-        if entry is not None:
+        entry = self._workers.get(key)
+        if entry is not None and entry.worker is worker:  # (not forgotten while it started)
             task = asyncio.ensure_future(self._ping_loop(worker, options))
             entry.tasks.add(task)
             task.add_done_callback(entry.tasks.discard)

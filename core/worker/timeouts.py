@@ -24,22 +24,23 @@ class ExecuteTimeouts:
 
     def __init__(self, on_timeout: Callable[[int, int, float], None]) -> None:
         self._on_timeout = on_timeout
+        #: True while some instance has a timeout (else nothing needs telling: a plain attribute,
+        #: read for every batch)
+        self.active = False
         self._seconds: dict[int, float] = {}  # instance id -> its timeout
         self._handed: dict[int, deque[int]] = {}  # instance id -> its batches not yet done, in order
         self._timers: dict[int, asyncio.TimerHandle] = {}  # batch id -> the timer of the batch running
-
-    def __bool__(self) -> bool:
-        """True when some instance has a timeout (otherwise nothing needs telling)."""
-        return bool(self._seconds)
 
     def add_instance(self, instance_id: int, seconds: float) -> None:
         """Time the batches of ``instance_id`` (``seconds`` > 0)."""
         self._seconds[instance_id] = seconds
         self._handed[instance_id] = deque()
+        self.active = True
 
     def remove_instance(self, instance_id: int) -> None:
         """The instance left the worker."""
         self._seconds.pop(instance_id, None)
+        self.active = bool(self._seconds)
         for batch_id in self._handed.pop(instance_id, ()):
             timer = self._timers.pop(batch_id, None)
             if timer is not None:
