@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Backend, Model, ModelInstance, Request
+from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import (
     autocomplete_io,
     bool_parameter,
@@ -272,6 +273,48 @@ def _check_signature(model: Model, session: Any) -> None:
     """Every configured input and output must exist in the ONNX model, with the same datatype."""
     check_io(model, "input", {i.name: _ORT_TO_CONFIG.get(i.type, i.type) for i in session.get_inputs()})
     check_io(model, "output", {o.name: _ORT_TO_CONFIG.get(o.type, o.type) for o in session.get_outputs()})
+    _check_ragged(model, {i.name: i for i in session.get_inputs()})
+
+
+def _check_ragged(model: Model, onnx_inputs: dict[str, Any]) -> None:
+    """Triton's onnxruntime checks of ragged batching: a ragged input is not optional and is ``[-1]`` in
+    the model; each ``batch_input`` target is an input of the model, with the batch input's data type.
+
+    :raises TritonError: INVALID_ARG (Triton's messages for the first two).
+    """
+    for item in model.config.get("input", []):
+        if not item.get("allow_ragged_batch"):
+            continue
+        name = str(item["name"])
+        if item.get("optional"):
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unable to load model '{model.name}', configuration expects model provides input with shape [-1] "
+                f"for ragged input '{name}', which is not supported for optional input",
+            )
+        dims = _dims(list(onnx_inputs[name].shape))
+        if dims != [-1]:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"unable to load model '{model.name}', configuration expects model provides input with shape [-1]  "
+                f"for ragged input '{name}', model provides [{','.join(str(d) for d in dims)}]",
+            )
+    for batch in model.config.get("batch_input", []):
+        for target in batch.get("target_name", []):
+            onnx_input = onnx_inputs.get(str(target))
+            if onnx_input is None:
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"unable to load model '{model.name}', batch input '{target}' is not an input of the model, "
+                    "whose inputs are: " + ", ".join(sorted(onnx_inputs)),
+                )
+            datatype = _ORT_TO_CONFIG.get(onnx_input.type, onnx_input.type)
+            if datatype != batch.get("data_type"):
+                raise TritonError(
+                    Code.INVALID_ARG,
+                    f"unable to load model '{model.name}', unexpected datatype {batch.get('data_type')} for batch "
+                    f"input '{target}', expecting {datatype}",
+                )
 
 
 def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
@@ -300,6 +343,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         "batching": int(model.config.get("max_batch_size", 0)) > 0,
         "outputs": [o["name"] for o in model.config.get("output", [])],
         "string_inputs": string_inputs,
+        "layout": BatchIO.from_config(model.config),
     }
 
 
@@ -316,7 +360,7 @@ def _run(state: dict[str, Any], requests: list[Request], failure: str) -> list[d
         feeds = {name: _feed(state, name, array) for name, array in inputs.items()}
         return dict(zip(wanted, session.run(wanted, feeds)))
 
-    return run_batched(requests, state["batching"], run, state["outputs"], failure)
+    return run_batched(requests, state["batching"], run, state["outputs"], failure, state["layout"])
 
 
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
+from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import (
     autocomplete_io,
     check_io,
@@ -188,6 +189,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         "inputs": inputs,
         "outputs": {name: compiled.output(port.get_any_name()) for name, port in outputs.items()},
         "batching": max_batch > 0,
+        "layout": BatchIO.from_config(model.config),
         "config_outputs": [str(o["name"]) for o in model.config.get("output", [])],
         "static_batch": static_batch,
     }
@@ -227,7 +229,7 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
         return outputs
 
     failure = f"openvino execute failure for model '{instance.model.name}'"
-    results = run_batched(requests, state["batching"], run, state["config_outputs"], failure)
+    results = run_batched(requests, state["batching"], run, state["config_outputs"], failure, state["layout"])
     for request, outputs in zip(requests, results):
         request.respond(outputs)
 

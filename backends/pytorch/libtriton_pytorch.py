@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from tritium.core.backend.api import Model, ModelInstance, Request
+from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import (
     autocomplete_io,
     bool_parameter,
@@ -402,6 +403,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         "batching": int(model.config.get("max_batch_size", 0)) > 0,
         "config_outputs": [str(o["name"]) for o in model.config.get("output", [])],
         "settings": settings,
+        "layout": BatchIO.from_config(model.config),
     }
 
 
@@ -475,7 +477,9 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
         return _forward(state, inputs, wanted)
 
     try:  # torch.jit.Error carries the TorchScript traceback in its message
-        results = run_batched(requests, state["batching"], run, state["config_outputs"], "PyTorch execute failure")
+        results = run_batched(
+            requests, state["batching"], run, state["config_outputs"], "PyTorch execute failure", state["layout"]
+        )
     finally:
         if state["settings"]["cache_cleaning"] and state["device"].type == "cuda":
             torch.cuda.empty_cache()

@@ -32,6 +32,7 @@ import numpy as np
 
 from tritium.core import devices
 from tritium.core.backend.api import Model, ModelInstance, Request
+from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import autocomplete_io, check_io, model_file, run_batched
 from tritium.core.errors import Code, TritonError
 
@@ -190,6 +191,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         "profile": -1,
         "buffers": {},  # tensor name -> (device pointer, capacity in bytes)
         "batching": int(model.config.get("max_batch_size", 0)) > 0,
+        "layout": BatchIO.from_config(model.config),
         "config_outputs": [str(o["name"]) for o in model.config.get("output", [])],
     }
 
@@ -284,6 +286,7 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
         lambda i, w: _run(state, i, w, name),
         state["config_outputs"],
         f"TensorRT execute failure for model '{name}'",
+        state["layout"],
     )
     for request, outputs in zip(requests, results):
         request.respond(outputs)

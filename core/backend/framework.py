@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import Code, TritonError
 from ..model_repository.paths import safe_join
 from .api import Model, Request, batch_input
+from .batch_io import BatchIO
 
 __all__ = [
     "autocomplete_io",
@@ -232,6 +233,7 @@ def run_batched(
     run: Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]],
     default_outputs: Sequence[str],
     failure: str = "execute failure",
+    layout: BatchIO | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Run ``requests`` and return each request's outputs.
 
@@ -239,7 +241,9 @@ def run_batched(
     one array per input, concatenated along dim 0 (a view of the arena when the
     dynamic batcher laid it out contiguously), and each output is split back by
     the requests' batch sizes. A model that does not batch runs each request
-    on its own.
+    on its own. With ``layout`` (the config's ragged inputs, batch inputs and
+    batch outputs, :class:`~.batch_io.BatchIO`) ragged inputs are flattened,
+    the batch inputs added and batch outputs scattered, as Triton's backends do.
 
     :param run: ``run(inputs, wanted_output_names) -> {name: array}``.
     :param failure: what an exception from ``run`` other than a TritonError
@@ -248,7 +252,7 @@ def run_batched(
         (Triton: the backend must keep the batch size), or as ``failure`` says.
     """
     try:
-        return _run_batched(requests, batching, run, default_outputs)
+        return _run_batched(requests, batching, run, default_outputs, layout)
     except TritonError:
         raise
     except Exception as exc:
@@ -260,20 +264,37 @@ def _run_batched(
     batching: bool,
     run: Callable[[dict[str, np.ndarray], list[str]], Mapping[str, np.ndarray]],
     default_outputs: Sequence[str],
+    layout: BatchIO | None,
 ) -> list[dict[str, np.ndarray]]:
     if not batching or len(requests) == 1:
         results = []
         for request in requests:
             wanted = wanted_outputs([request], default_outputs)
-            results.append(dict(run(dict(request.inputs), wanted)))
+            if layout is None:
+                results.append(dict(run(dict(request.inputs), wanted)))
+                continue
+            single = dict(run(layout.inputs([request]), wanted))
+            for name, value in single.items():
+                parts = layout.scatter([request], name, value)
+                if parts is not None:
+                    single[name] = parts[0]
+            results.append(single)
         return results
     sizes = [int(next(iter(r.inputs.values())).shape[0]) if r.inputs else 1 for r in requests]
-    inputs = {name: batch_input(requests, name) for name in requests[0].inputs}
+    if layout is None:
+        inputs = {name: batch_input(requests, name) for name in requests[0].inputs}
+    else:
+        inputs = layout.inputs(requests)
     wanted = wanted_outputs(requests, default_outputs)
     outputs = run(inputs, wanted)
     total = sum(sizes)
     split: list[dict[str, np.ndarray]] = [{} for _ in requests]
     for name, value in outputs.items():
+        parts = layout.scatter(requests, name, value) if layout is not None else None
+        if parts is not None:
+            for i, part in enumerate(parts):
+                split[i][name] = part
+            continue
         if value.shape[:1] != (total,):
             raise TritonError(
                 Code.INTERNAL,

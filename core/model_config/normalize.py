@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...proto import model_config_pb2 as mc
 from ..errors import Code, TritonError
+from .batch_io import validate_batch_io
 
 __all__ = ["prepare", "finalize", "backend_of_platform", "DEFAULT_FILENAMES"]
 
@@ -230,7 +231,7 @@ def _element_chunks(dims: Iterable[int]) -> list[int]:
 
 
 def _validate_io(config: mc.ModelConfig) -> None:
-    """Triton's ValidateModelIOConfig (shape rules), plus unique tensor names."""
+    """Triton's ValidateModelIOConfig (shape rules, batch inputs and outputs), plus unique tensor names."""
     for kind, items in (("input", config.input), ("output", config.output)):
         seen: set[str] = set()
         for io in items:
@@ -288,6 +289,7 @@ def _validate_io(config: mc.ModelConfig) -> None:
                 raise TritonError(
                     Code.INVALID_ARG, f"shape tensors are only supported for TensorRT platform for {config.name}"
                 )
+    validate_batch_io(config)
 
 
 def prepare(
