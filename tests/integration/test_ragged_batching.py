@@ -65,6 +65,21 @@ max_batch_size: 8
 input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
 """
+#: a third-party Python backend that lays a batch out with BatchIO and reports whether the ragged input
+#: reached it as a view of the requests' arrays (no copy)
+VIEW_PROBE = """
+import numpy as np
+from tritium.core.backend.batch_io import BatchIO
+
+
+def TRITONBACKEND_ModelInstanceExecute(instance, requests):
+    layout = BatchIO.from_config(instance.model.config)
+    inputs = layout.inputs(requests)
+    view = int(all(np.shares_memory(inputs["INPUT"], r.inputs["INPUT"]) for r in requests))
+    parts = layout.scatter(requests, "OUT", inputs["INPUT"] * 2)
+    for request, part in zip(requests, parts):
+        request.respond({"OUT": part, "VIEW": np.full((part.shape[0], 1), view, np.int32)})
+"""
 #: configs real Triton 2.51 refuses -> its message (after "Invalid argument: ")
 BAD_CONFIGS = {
     "bad_source": (
@@ -117,6 +132,16 @@ def build(repo: Path) -> None:
     add_model(repo, "pt_ragged", torch_config + BATCHED)
     ragged_torchscript(repo / "pt_ragged" / "1" / "model.pt")
     add_model(repo, "py_ragged", PYTHON_CONFIG + BATCHED, files={"1/model.py": PYTHON_PROBE})
+    add_model(
+        repo,
+        "view_probe",
+        'backend: "view_probe"\nmax_batch_size: 8\n'
+        'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "VIEW" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'batch_output [ { target_name: "OUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "INPUT" } ]\n'
+        f"{ONE_INSTANCE}\n{BATCHED}",
+        files={"libtriton_view_probe.py": VIEW_PROBE},
+    )
     for name, (extra, _message) in BAD_CONFIGS.items():
         add_model(repo, name, _PY_IO + extra, files={"1/model.py": PYTHON_PROBE})
     add_model(
@@ -138,7 +163,7 @@ def build(repo: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    good = ("ort_ragged", "ort_ragged_alone", "pt_ragged", "py_ragged")
+    good = ("ort_ragged", "ort_ragged_alone", "pt_ragged", "py_ragged", "view_probe")
     yield from module_server(
         tmp_path_factory.mktemp("ragged"),
         build,
@@ -254,6 +279,17 @@ def test_a_python_model_gets_the_ragged_requests_together_each_with_its_own_inpu
         np.testing.assert_array_equal(result.as_numpy("OUT"), x * 2)
         assert result.as_numpy("SEEN").tolist() == [[f"INPUT{list(x.shape)}".encode()]]
         assert result.as_numpy("NREQ").tolist() == [[3]]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_the_batched_ragged_input_is_a_view_of_the_requests_arrays(server: ServerProcess, protocol: str) -> None:
+    """The dynamic batcher lays the batch out contiguously, so the flattened ragged input costs no copy."""
+    executions, _items = _stats(server, "view_probe")
+    results = _concurrently(server, protocol, "view_probe", REQUESTS)
+    assert _stats(server, "view_probe")[0] == executions + 1
+    for x, result in zip(REQUESTS, results):
+        np.testing.assert_array_equal(result.as_numpy("OUT"), x * 2)
+        assert result.as_numpy("VIEW").tolist() == [[1]] * x.shape[0]
 
 
 @pytest.mark.parametrize(("model", "message"), [(m, msg) for m, (_extra, msg) in BAD_CONFIGS.items()])
