@@ -1,6 +1,7 @@
 """Ragged batching, black-box over HTTP and gRPC: ragged inputs, every batch-input kind, a batch output.
 
-An ONNX and a TorchScript model (``tests/support/ragged_models.py``) take a
+An ONNX model (served by the onnxruntime and the openvino backends) and a
+TorchScript model (``tests/support/ragged_models.py``) take a
 ragged input and the six batch inputs, and answer each request with its own
 slice of ``2 * INPUT`` (BATCH_SCATTER_WITH_INPUT_SHAPE) and every batch
 input's whole value, so a test sees what the model saw. Three requests of
@@ -129,6 +130,8 @@ def build(repo: Path) -> None:
     ragged_onnx(repo / "ort_ragged" / "1" / "model.onnx")
     add_model(repo, "ort_ragged_alone", onnx_config)  # no dynamic batcher: each request runs on its own
     ragged_onnx(repo / "ort_ragged_alone" / "1" / "model.onnx")
+    add_model(repo, "ov_ragged", f'backend: "openvino"\nmax_batch_size: 8\n{IO_CONFIG}{ONE_INSTANCE}\n' + BATCHED)
+    ragged_onnx(repo / "ov_ragged" / "1" / "model.onnx")  # the openvino backend reads ONNX files too
     add_model(repo, "pt_ragged", torch_config + BATCHED)
     ragged_torchscript(repo / "pt_ragged" / "1" / "model.pt")
     add_model(repo, "py_ragged", PYTHON_CONFIG + BATCHED, files={"1/model.py": PYTHON_PROBE})
@@ -163,7 +166,7 @@ def build(repo: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    good = ("ort_ragged", "ort_ragged_alone", "pt_ragged", "py_ragged", "view_probe")
+    good = ("ort_ragged", "ort_ragged_alone", "pt_ragged", "ov_ragged", "py_ragged", "view_probe")
     yield from module_server(
         tmp_path_factory.mktemp("ragged"),
         build,
@@ -226,7 +229,7 @@ def _expected_batch_inputs(batch: list[np.ndarray]) -> dict[str, list[Any]]:
     }
 
 
-@pytest.mark.parametrize("model", ["ort_ragged", "pt_ragged"])
+@pytest.mark.parametrize("model", ["ort_ragged", "pt_ragged", "ov_ragged"])
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_mixed_lengths_run_as_one_batch_with_every_batch_input(
     server: ServerProcess, model: str, protocol: str
