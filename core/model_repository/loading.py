@@ -30,6 +30,7 @@ from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model
 from ..model_config import normalize
+from ..model_config.checks import check_batch_strategy
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_instance import InstanceOptions
 from ..model_loading import load_model
@@ -185,6 +186,7 @@ async def load_version(
 
     async with still_running(log, f"loading '{name}' version {version}"):
         config = normalize.instance_groups(config, gpus)
+        check_batch_strategy(config, [Path(source.path) / str(version), Path(source.path)])
         sent = config_to_dict(config)
         environment = None
         if ENVIRONMENT_PARAMETER in config.parameters:  # blocking: it may unpack an archive
