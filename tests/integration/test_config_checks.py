@@ -7,6 +7,7 @@ from the refusals of what tritium does not implement, which name the field.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("checks")
     add_model(root / "models", "m", None)
     add_model(root / "models", "strategy", None, files={"1/batchstrategy.so": "not a library"})
+    add_model(root / "models", "ens", None)
+    add_model(root / "models", "agent", None, files={"1/weights.bin": WEIGHTS.decode()})
     proc = ServerProcess([root / "models"], ["--model-control-mode=explicit"], log_path=root / "server.log")
     proc.start()
     try:
@@ -267,3 +270,163 @@ def test_valid_priority_config_loads(server: ServerProcess) -> None:
         }
     )
     assert load_http(server, "m", cfg) == (200, "")
+
+
+# -- fields tritium does not implement: refused, naming the field -----------------------------------------------
+REFUSED_CASES = [
+    ("optimization.priority", {"optimization": {"priority": "PRIORITY_MAX"}}),
+    ("optimization.cuda.graphs", {"optimization": {"cuda": {"graphs": True}}}),
+    ("optimization.cuda.busy_wait_events", {"optimization": {"cuda": {"busy_wait_events": True}}}),
+    ("optimization.cuda.graph_spec", {"optimization": {"cuda": {"graph_spec": [{"batch_size": 1}]}}}),
+    ("optimization.cuda.output_copy_stream", {"optimization": {"cuda": {"output_copy_stream": True}}}),
+    ("optimization.gather_kernel_buffer_threshold", {"optimization": {"gather_kernel_buffer_threshold": 4}}),
+    ("optimization.eager_batching", {"optimization": {"eager_batching": True}}),
+    ("optimization.graph", {"optimization": {"graph": {"level": 1}}}),
+    (
+        "optimization.execution_accelerators",
+        {"optimization": {"execution_accelerators": {"cpu_execution_accelerator": [{"name": "openvino"}]}}},
+    ),
+    (
+        "input.is_non_linear_format_io",
+        {"input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [1], "is_non_linear_format_io": True}]},
+    ),
+    (
+        "output.is_non_linear_format_io",
+        {"output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1], "is_non_linear_format_io": True}]},
+    ),
+    (
+        "instance_group.secondary_devices",
+        {"instance_group": [{"kind": "KIND_CPU", "secondary_devices": [{"kind": "KIND_NVDLA", "device_id": 0}]}]},
+    ),
+    ("instance_group.host_policy", {"instance_group": [{"kind": "KIND_CPU", "host_policy": "numa0"}]}),
+    ("cc_model_filenames", {"cc_model_filenames": {"9.0": "model_sm90.plan"}}),
+    ("model_operations.op_library_filename", {"model_operations": {"op_library_filename": ["libcustom_op.so"]}}),
+    (
+        "sequence_batching.state.use_same_buffer_for_input_output",
+        {
+            "sequence_batching": {
+                "state": [
+                    {
+                        "input_name": "S_IN",
+                        "output_name": "S_OUT",
+                        "data_type": "TYPE_FP32",
+                        "dims": [1],
+                        "use_same_buffer_for_input_output": True,
+                    }
+                ]
+            }
+        },
+    ),
+    (
+        "sequence_batching.state.use_growable_memory",
+        {
+            "sequence_batching": {
+                "state": [
+                    {
+                        "input_name": "S_IN",
+                        "output_name": "S_OUT",
+                        "data_type": "TYPE_FP32",
+                        "dims": [1],
+                        "use_growable_memory": True,
+                    }
+                ]
+            }
+        },
+    ),
+]
+
+
+def test_every_refusal_is_exercised() -> None:
+    from tritium.core.model_config.unsupported import REFUSED
+
+    exercised = {field for field, _ in REFUSED_CASES} | {"ensemble_scheduling.step.model_namespace"}
+    assert exercised == {r.field for r in REFUSED}
+
+
+@pytest.mark.parametrize(("field", "fields"), REFUSED_CASES, ids=[c[0] for c in REFUSED_CASES])
+def test_unsupported_field_refused(server: ServerProcess, field: str, fields: dict[str, Any]) -> None:
+    from tritium.core.model_config.unsupported import REFUSED
+
+    instead = next(r.instead for r in REFUSED if r.field == field)
+    message = (
+        f"load failed for model 'm': version 1 is at UNAVAILABLE state: Unsupported: model 'm': '{field}' is not "
+        f"supported: {instead};\n"
+    )
+    assert load_http(server, "m", config(**fields)) == (400, message)
+    assert load_grpc(server, "m", config(**fields)) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def test_ensemble_model_namespace_refused(server: ServerProcess) -> None:
+    assert load_http(server, "m", config()) == (200, "")
+    ensemble = {
+        "platform": "ensemble",
+        **IO,
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "m",
+                    "model_namespace": "team",
+                    "input_map": {"INPUT0": "INPUT0"},
+                    "output_map": {"OUTPUT0": "OUTPUT0"},
+                }
+            ]
+        },
+    }
+    status, message = load_http(server, "ens", ensemble)
+    assert (status, message) == (
+        400,
+        "load failed for model 'ens': model 'ens': 'ensemble_scheduling.step.model_namespace' is not supported: "
+        "model namespacing is not supported (--model-namespacing)\n",
+    )
+
+
+# -- repository agents -------------------------------------------------------------------------------------------
+WEIGHTS = b"tritium checksum agent\n"
+
+
+def agent_config(name: str, parameters: dict[str, str]) -> dict[str, Any]:
+    return config(model_repository_agents={"agents": [{"name": name, "parameters": parameters}]})
+
+
+def test_checksum_agent_right_digest_loads(server: ServerProcess) -> None:
+    digest = hashlib.md5(WEIGHTS).hexdigest()
+    assert load_http(server, "agent", agent_config("checksum", {"MD5:1/weights.bin": digest})) == (200, "")
+    # the algorithm name is case-insensitive, as in Triton's agent
+    assert load_grpc(server, "agent", agent_config("checksum", {"md5:1/weights.bin": digest})) == (
+        grpc.StatusCode.OK,
+        "",
+    )
+
+
+AGENT_FAILURES = [
+    (
+        {"MD5:1/weights.bin": "0" * 32},
+        "Mismatched MD5 hash for file 1/weights.bin, expect: 00000000000000000000000000000000, got: "
+        + hashlib.md5(WEIGHTS).hexdigest(),
+    ),
+    ({"MD5:1/missing.bin": "0" * 32}, "failed to open text file for read 1/missing.bin: No such file or directory"),
+    ({"SHA1:1/weights.bin": "0" * 40}, "Unsupported checksum algorithm: SHA1"),
+    ({"1/weights.bin": "0" * 32}, "failed to parse key: 1/weights.bin"),
+    (
+        {"MD5:../m/config.pbtxt": "0" * 32},
+        "invalid checksum agent file '../m/config.pbtxt': it must be a file name inside the model folder",
+    ),
+]
+
+
+@pytest.mark.parametrize(("parameters", "reason"), AGENT_FAILURES, ids=["mismatch", "missing", "sha1", "key", "escape"])
+def test_checksum_agent_failures(server: ServerProcess, parameters: dict[str, str], reason: str) -> None:
+    status, message = load_http(server, "agent", agent_config("checksum", parameters))
+    assert (status, message) == (500, "failed to load 'agent', failed to poll from model repository")
+    assert f"Poll failed for model directory 'agent': {reason}\n" in server.log()
+    assert load_grpc(server, "agent", agent_config("checksum", parameters)) == (grpc.StatusCode.INTERNAL, message)
+
+
+def test_unknown_agent_refused(server: ServerProcess) -> None:
+    status, message = load_http(server, "agent", agent_config("nope", {}))
+    assert (status, message) == (500, "failed to load 'agent', failed to poll from model repository")
+    reason = (
+        "unable to find 'libtritonrepoagent_nope.so' for repo agent 'nope': tritium has only the 'checksum' "
+        "repository agent"
+    )
+    assert f"Poll failed for model directory 'agent': {reason}\n" in server.log()
