@@ -117,7 +117,9 @@ class Model(BatcherServices):
 
         if config.get("sequence_batching") is not None:
             return SequenceBatcher(self.name, label, config, executed, available, self)
-        if config.get("dynamic_batching") is not None and int(config.get("max_batch_size", 0)) > 0:
+        if config.get("dynamic_batching") is not None:
+            # with max_batch_size 0 the batcher applies its queue policies and priorities and sends
+            # each request alone (its batch limit is 1), as Triton's dynamic batch scheduler does
             return DynamicBatcher(label, config, executed, available, self.gather)
         return DefaultScheduler(label, executed, available)
 
