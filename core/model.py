@@ -30,6 +30,7 @@ from typing import Any
 
 from .errors import Code, TritonError
 from .input_staging import InputStaging, PendingRequest, free_blocks
+from .instance_groups import passive_instances
 from .memory.pool import TensorPool
 from .model_batching import BatcherServices
 from .model_instance import ModelInstance
@@ -83,6 +84,8 @@ class Model(BatcherServices):
         self.pool = pool
         self.stats = ModelStats(name, version)
         self.instances: list[ModelInstance] = []
+        #: instances of ``passive: true`` groups: initialized, never given requests (as Triton)
+        self.passive = passive_instances(config)
         self.decoupled = is_decoupled(config)
         seq = config.get("sequence_batching")
         states = (seq or {}).get("state", [])
@@ -131,8 +134,8 @@ class Model(BatcherServices):
 
     # -- instances -----------------------------------------------------------------
     def instance_ready(self, instance: ModelInstance) -> None:
-        """Callback: ``instance`` can take batches."""
-        if not self._stopping:
+        """Callback: ``instance`` can take batches (a passive one gets none)."""
+        if not self._stopping and instance.name not in self.passive:
             self.scheduler.add_executor(instance)
 
     def instance_lost(self, instance: ModelInstance, how: str) -> None:

@@ -430,3 +430,13 @@ def test_unknown_agent_refused(server: ServerProcess) -> None:
         "repository agent"
     )
     assert f"Poll failed for model directory 'agent': {reason}\n" in server.log()
+
+
+def test_model_with_only_passive_instances_answers_unavailable(server: ServerProcess) -> None:
+    # Triton 2.51 loads it and crashes (SIGSEGV) on the first request; tritium refuses the request
+    cfg = config(instance_group=[{"kind": "KIND_CPU", "count": 2, "passive": True}])
+    assert load_http(server, "m", cfg) == (200, "")
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]}).encode()
+    status, _, reply = http_call(server, "POST", "/v2/models/m/infer", body)
+    assert (status, json.loads(reply)) == (503, {"error": "model 'm' version 1 has no available instance"})
+    assert load_http(server, "m", config()) == (200, "")
