@@ -440,3 +440,21 @@ def test_model_with_only_passive_instances_answers_unavailable(server: ServerPro
     status, _, reply = http_call(server, "POST", "/v2/models/m/infer", body)
     assert (status, json.loads(reply)) == (503, {"error": "model 'm' version 1 has no available instance"})
     assert load_http(server, "m", config()) == (200, "")
+
+
+def test_metric_tags_label_the_model_metrics(server: ServerProcess) -> None:
+    # Triton 2.51 (probed): each tag is a label "_<key>" on every nv_inference_* family of the model
+    cfg = config(metric_tags={"team": "blue", "tier": "gold"})
+    assert load_grpc(server, "m", cfg) == (grpc.StatusCode.OK, "")
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]}).encode()
+    assert http_call(server, "POST", "/v2/models/m/infer", body)[0] == 200
+    text = server.wait_metrics()
+    tags = '_team="blue",_tier="gold",model="m"'
+    lines = [line for line in text.splitlines() if 'model="m"' in line and not line.startswith("#")]
+    assert lines and [line for line in lines if '{_team="blue",_tier="gold",' not in line] == []
+    assert f'nv_inference_request_success{{{tags},version="1"}} 1' in lines
+    assert f'nv_inference_request_failure{{{tags},reason="REJECTED",version="1"}} 0' in lines
+    assert f'nv_inference_pending_request_count{{{tags},version="1"}} 0' in lines
+    # a reload without tags drops them
+    assert load_http(server, "m", config()) == (200, "")
+    assert 'nv_inference_request_success{model="m",version="1"} 0' in server.wait_metrics().splitlines()
