@@ -48,7 +48,8 @@ def check_scheduling(config: mc.ModelConfig) -> None:
         allowed when 'preserve_ordering' is true for <m>``, ``Queue policy can not
         have DELAY as timeout action when 'preserve_ordering' is true for <m>``,
         ``sequence batching preferred batch size must be positive`` / ``must be <=
-        max batch size for <m>``.
+        max batch size for <m>``, ``sequence batching minimum slot utilization must be in
+        range (0.0, 1.0] for <m>`` (below 0 or above 1; 0 itself passes, as in Triton).
     """
     name = config.name
     if config.HasField("dynamic_batching"):
@@ -69,6 +70,10 @@ def check_scheduling(config: mc.ModelConfig) -> None:
                     raise _invalid(
                         f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}"
                     )
+    if config.HasField("sequence_batching") and config.sequence_batching.HasField("direct"):
+        utilization = config.sequence_batching.direct.minimum_slot_utilization
+        if utilization < 0.0 or utilization > 1.0:
+            raise _invalid(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
     if config.HasField("sequence_batching") and config.sequence_batching.HasField("oldest"):
         for size in config.sequence_batching.oldest.preferred_batch_size:
             if size <= 0:

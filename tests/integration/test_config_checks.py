@@ -126,6 +126,11 @@ CASES = [
         "sequence batching preferred batch size must be positive for m",
     ),
     (
+        "slot-utilization-above-one",
+        config(sequence_batching={"direct": {"minimum_slot_utilization": 1.5}}),
+        "sequence batching minimum slot utilization must be in range (0.0, 1.0] for m",
+    ),
+    (
         "batch-input-source",
         config(
             batch_input=[
@@ -222,6 +227,7 @@ AT_POLL = {
     "ordering-with-delay",
     "oldest-preferred-above-max",
     "oldest-preferred-zero",
+    "slot-utilization-above-one",
 }
 
 
