@@ -18,7 +18,7 @@ from ..errors import Code, TritonError
 
 __all__ = ["REFUSED", "Refusal", "refuse_unsupported"]
 
-#: backends of tritium that read ``optimization.graph`` and ``execution_accelerators``
+#: backends of tritium that read ``optimization.graph``, ``execution_accelerators`` and ``model_operations``
 _ACCELERATED = {"onnxruntime"}
 
 
@@ -98,8 +98,8 @@ REFUSED: tuple[Refusal, ...] = (
     ),
     Refusal(
         "model_operations.op_library_filename",
-        lambda c: len(c.model_operations.op_library_filename) > 0,
-        "custom operation libraries are not loaded; build the operations into the model's backend",
+        lambda c: len(c.model_operations.op_library_filename) > 0 and c.backend not in _ACCELERATED,
+        "only the onnxruntime backend loads custom operation libraries",
     ),
     Refusal(
         "sequence_batching.state.use_same_buffer_for_input_output",
