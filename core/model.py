@@ -30,6 +30,7 @@ from typing import Any
 
 from .errors import Code, TritonError
 from .input_staging import InputStaging, PendingRequest, free_blocks
+from .instance_groups import passive_instances
 from .memory.pool import TensorPool
 from .model_batching import BatcherServices
 from .model_instance import ModelInstance
@@ -83,6 +84,8 @@ class Model(BatcherServices):
         self.pool = pool
         self.stats = ModelStats(name, version)
         self.instances: list[ModelInstance] = []
+        #: instances of ``passive: true`` groups: initialized, never given requests (as Triton)
+        self.passive = passive_instances(config)
         self.decoupled = is_decoupled(config)
         seq = config.get("sequence_batching")
         states = (seq or {}).get("state", [])
@@ -117,7 +120,9 @@ class Model(BatcherServices):
 
         if config.get("sequence_batching") is not None:
             return SequenceBatcher(self.name, label, config, executed, available, self)
-        if config.get("dynamic_batching") is not None and int(config.get("max_batch_size", 0)) > 0:
+        if config.get("dynamic_batching") is not None:
+            # with max_batch_size 0 the batcher applies its queue policies and priorities and sends
+            # each request alone (its batch limit is 1), as Triton's dynamic batch scheduler does
             return DynamicBatcher(label, config, executed, available, self.gather)
         return DefaultScheduler(label, executed, available)
 
@@ -129,8 +134,8 @@ class Model(BatcherServices):
 
     # -- instances -----------------------------------------------------------------
     def instance_ready(self, instance: ModelInstance) -> None:
-        """Callback: ``instance`` can take batches."""
-        if not self._stopping:
+        """Callback: ``instance`` can take batches (a passive one gets none)."""
+        if not self._stopping and instance.name not in self.passive:
             self.scheduler.add_executor(instance)
 
     def instance_lost(self, instance: ModelInstance, how: str) -> None:

@@ -9,10 +9,10 @@ placement names (:mod:`.worker.placement`). Runs on the core's event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 from .errors import TritonError
+from .instance_groups import group_instances
 from .memory.pool import TensorPool
 from .model import Model
 from .model_instance import InstanceOptions, ModelInstance
@@ -43,17 +43,7 @@ def instance_names(config: dict[str, Any]) -> list[tuple[str, str, int]]:
     Instances of a group are named ``<group name>_<k>``, k counting from 0
     across the group's GPUs (``count`` instances per GPU), as in Triton.
     """
-    out: list[tuple[str, str, int]] = []
-    for group in config.get("instance_group", []):
-        count = int(group.get("count", 1))
-        kind = str(group.get("kind", "KIND_CPU"))
-        devices: Sequence[int] = (group.get("gpus") or [0]) if kind == "KIND_GPU" else [0]
-        k = 0
-        for device in devices:
-            for _ in range(count):
-                out.append((f"{group['name']}_{k}", kind, int(device)))
-                k += 1
-    return out
+    return [(name, kind, device) for name, kind, device, _group in group_instances(config)]
 
 
 async def load_model(

@@ -362,6 +362,7 @@ class InferenceServer:
                 restarts=sum(instance.restarts for instance in model.instances),
                 cache_enabled=bool(getattr(model, "cache_enabled", False)),
                 instance_pids=tuple((instance.name, instance.pid) for instance in model.instances),
+                tags=tuple(sorted((model.config.get("metric_tags") or {}).items())),
             )
             for model in self.repository.loaded_models()
         )

@@ -296,7 +296,8 @@ class ModelMetrics:
     ``instance_pids`` each instance's name and the pid of the worker process it runs in
     (None while it has none), ``cache_enabled`` whether it sits behind the response cache, and
     ``summaries`` its latency summaries by kind (None without
-    ``--metrics-config summary_latencies=true``).
+    ``--metrics-config summary_latencies=true``), ``tags`` its config's ``metric_tags``
+    (key, value), sorted by key.
     """
 
     name: str
@@ -310,6 +311,7 @@ class ModelMetrics:
     cache_enabled: bool
     summaries: dict[str, LatencySummary] | None
     instance_pids: tuple[tuple[str, int | None], ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +354,7 @@ def model_metrics(
     restarts: int,
     cache_enabled: bool,
     instance_pids: tuple[tuple[str, int | None], ...] = (),
+    tags: tuple[tuple[str, str], ...] = (),
 ) -> ModelMetrics:
     """A :class:`ModelMetrics` of model ``name`` version ``version``: a copy of its ``stats``
     and its live figures (event loop)."""
@@ -374,4 +377,5 @@ def model_metrics(
         cache_enabled=cache_enabled,
         summaries=summaries,
         instance_pids=instance_pids,
+        tags=tags,
     )

@@ -11,7 +11,8 @@ Behaves like Triton's onnxruntime backend where it matters to users:
   ``intra_op_thread_count``, ``inter_op_thread_count``, ``execution_mode``
   (0 sequential, 1 parallel), ``enable_mem_arena``, ``enable_mem_pattern``;
   ``optimization { graph { level } }`` (-1 basic, 1 extended, 2 disabled,
-  default all);
+  default all); ``model_operations { op_library_filename }``: custom operation
+  libraries registered with each session (files under the model's folder);
 * one ONNX Runtime session per model instance; KIND_GPU instances use the
   CUDA execution provider (and ``gpu_execution_accelerator: tensorrt`` the
   TensorRT one) — only when ``onnxruntime-gpu`` provides them, otherwise the
@@ -39,6 +40,7 @@ from tritium.core.backend.framework import (
     run_batched,
 )
 from tritium.core.errors import Code, TritonError
+from tritium.core.model_repository.paths import check_relative_file, safe_join
 
 # ONNX tensor element types -> model-config datatypes
 _ORT_TO_CONFIG = {
@@ -99,7 +101,33 @@ def _session_options(model: Model) -> Any:
         options.inter_op_num_threads = inter
     options.enable_cpu_mem_arena = bool_parameter(model, "enable_mem_arena", options.enable_cpu_mem_arena)
     options.enable_mem_pattern = bool_parameter(model, "enable_mem_pattern", options.enable_mem_pattern)
+    _register_op_libraries(model, options)
     return options
+
+
+OP_LIBRARY_FIELD = "model_operations.op_library_filename"
+
+
+def _register_op_libraries(model: Model, options: Any) -> None:
+    """Register the config's custom operation libraries with the session (Triton's onnxruntime backend
+    calls ``RegisterCustomOpsLibrary`` for each ``model_operations.op_library_filename``).
+
+    Unlike Triton, which loads any path, a library must be a file under the model's folder (a
+    config may come from a load request, and a library runs native code as it loads).
+
+    :raises TritonError: INVALID_ARG naming the field for a path that leaves the model folder, or
+        for a library onnxruntime cannot register (its message).
+    """
+    for filename in (model.config.get("model_operations") or {}).get("op_library_filename", []):
+        check_relative_file(model.repository_path, filename, OP_LIBRARY_FIELD)
+        path = safe_join(model.repository_path, filename, what=OP_LIBRARY_FIELD)
+        try:
+            options.register_custom_ops_library(str(path))
+        except Exception as exc:  # onnxruntime's Fail / RuntimeError: a missing file, a bad library
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"model '{model.name}': {OP_LIBRARY_FIELD} '{filename}' could not be registered: {exc}",
+            ) from None
 
 
 #: Triton's TensorRT-accelerator parameter names -> ONNX Runtime's TensorRT provider option names
@@ -265,7 +293,9 @@ def TRITONBACKEND_ModelInitialize(model: Model) -> None:
     model.state = {"path": str(path)}
     if model.auto_complete_config and not (model.config.get("input") and model.config.get("output")):
         ort = _ort()
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        _register_op_libraries(model, options)
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         _auto_complete(model, session)
 
 

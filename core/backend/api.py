@@ -47,6 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import Code, TritonError
+from ..instance_groups import passive_instances
 
 __all__ = [
     "API_VERSION",
@@ -160,6 +161,14 @@ class ModelInstance:
         self.device_id = device_id
         self.model = model
         self.state: Any = None
+
+    @property
+    def passive(self) -> bool:
+        """Whether the instance's group is ``passive: true`` (Triton's ``TRITONBACKEND_ModelInstanceIsPassive``).
+
+        The scheduler gives a passive instance no requests; the backend may use it on its own.
+        """
+        return self.name in passive_instances(self.model.config)
 
     def __repr__(self) -> str:
         return f"ModelInstance({self.name!r}, {self.kind}, device {self.device_id})"

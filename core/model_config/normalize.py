@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...proto import model_config_pb2 as mc
 from ..errors import Code, TritonError
+from . import checks
 from .batch_io import validate_batch_io
 
 __all__ = ["prepare", "finalize", "backend_of_platform", "DEFAULT_FILENAMES"]
@@ -173,6 +174,7 @@ def _validate_instance_groups(config: mc.ModelConfig, gpus: Sequence[int]) -> No
                 raise TritonError(Code.INVALID_ARG, f"{where} has kind KIND_CPU but specifies one or more GPUs")
         if group.count < 1:
             raise TritonError(Code.INVALID_ARG, f"{where} must have count >= 1")
+    checks.check_instance_profiles(config)
 
 
 def _validate_model(config: mc.ModelConfig) -> None:
@@ -216,6 +218,7 @@ def _validate_model(config: mc.ModelConfig) -> None:
             Code.INVALID_ARG,
             f"ensemble scheduling must be set for ensemble {config.name} whose platform is {ENSEMBLE}",
         )
+    checks.check_scheduling(config)
 
 
 def _element_chunks(dims: Iterable[int]) -> list[int]:

@@ -30,7 +30,9 @@ from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
 from ..model import Model
 from ..model_config import normalize
+from ..model_config.checks import check_batch_strategy
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
+from ..model_config.unsupported import refuse_unsupported
 from ..model_instance import InstanceOptions
 from ..model_loading import load_model
 from ..options import ServerOptions
@@ -41,6 +43,7 @@ from ..worker.environment import PARAMETER as ENVIRONMENT_PARAMETER
 from ..worker.environment import resolve_environment
 from ..worker.placement import isolation_policy
 from ..worker.preload import frameworks_for
+from .agents import run_repository_agents
 from .paths import check_model_name, check_relative_file
 from .repository import ModelSource, read_labels
 
@@ -64,7 +67,8 @@ def read_model_config(source: ModelSource, override: str | None, auto_complete: 
     :param auto_complete: whether the server auto-completes configs (``--disable-auto-complete-config``).
     :raises TritonError: INVALID_ARG for an override that is not a JSON object, a
         config that does not parse or normalize, a decoupled model enabling the
-        response cache, or an ensemble's bad scheduling.
+        response cache, or an ensemble's bad scheduling; a repository agent's error
+        (:func:`~.agents.run_repository_agents`).
     """
     if override is not None:
         try:
@@ -78,6 +82,7 @@ def read_model_config(source: ModelSource, override: str | None, auto_complete: 
     else:
         raw = read_config_file(source.config_path) if source.config_path.exists() else None
     config = normalize.prepare(raw, source.name, source.path, auto_complete, gpu_ids())
+    run_repository_agents(config, Path(source.path))
     check_cacheable(
         {
             "name": config.name,
@@ -101,6 +106,7 @@ def ensemble_config(
     """
     copy = mc.ModelConfig()
     copy.CopyFrom(config)
+    refuse_unsupported(copy)
     final = config_to_dict(normalize.finalize(copy, name, gpus))
     decoupled = check_composing(final, lookup)
     final.setdefault("model_transaction_policy", {})["decoupled"] = decoupled
@@ -185,6 +191,8 @@ async def load_version(
 
     async with still_running(log, f"loading '{name}' version {version}"):
         config = normalize.instance_groups(config, gpus)
+        check_batch_strategy(config, [Path(source.path) / str(version), Path(source.path)])
+        refuse_unsupported(config)
         sent = config_to_dict(config)
         environment = None
         if ENVIRONMENT_PARAMETER in config.parameters:  # blocking: it may unpack an archive

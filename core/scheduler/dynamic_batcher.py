@@ -19,6 +19,9 @@ otherwise waits until the oldest request has waited
 exceeds ``max_batch_size``. The batch goes to the worker as one EXECUTE frame,
 its inputs gathered contiguously (``gather``). With ``preserve_ordering``
 responses are delivered in arrival order across batches and instances.
+A model with ``max_batch_size: 0`` gets the queue policies and priorities and
+batches of one request, sent without waiting (as Triton's dynamic batch
+scheduler serves a model that does not batch).
 
 Runs on the core's event loop.
 """

@@ -18,7 +18,8 @@ requests with ``sequence_start`` / ``sequence_end``.
   max_queue_delay_microseconds minimum_slot_utilization }`` a batch in which
   fewer than that share of the instance's slots are ready waits up to the delay
   (counted from its oldest request) for more. ``oldest``: oldest first,
-  waiting up to ``max_queue_delay_microseconds`` for a preferred batch size;
+  a preferred batch size at once, else waiting up to ``max_queue_delay_microseconds``
+  for the largest;
   with ``preserve_ordering`` each instance delivers responses in the order its
   requests became ready to run there (a sequence's next request once its
   previous one finished), as Triton's per-instance dynamic batcher orders them.
@@ -130,6 +131,8 @@ class SequenceBatcher:
             self.capacity = self.max_batch
         preferred = [int(p) for p in oldest.get("preferred_batch_size", []) if 0 < int(p) <= self.max_batch]
         self.max_preferred = max(preferred) if preferred else self.max_batch
+        #: oldest: batch sizes that go without waiting for the queue delay (each sequence adds one request)
+        self.preferred = frozenset(preferred)
         direct = seq.get("direct") or {}
         strategy = oldest if self.strategy == "oldest" else direct
         self.delay_ns = int(strategy.get("max_queue_delay_microseconds", 0)) * 1000
@@ -305,8 +308,13 @@ class SequenceBatcher:
         if self.strategy == "oldest":
             ready.sort(key=lambda s: s.queue[0].arrival_ns)
             if self.delay_ns and len(ready) < self.max_preferred:
+                # the oldest requests that make up the largest preferred size go at once (Triton's
+                # preferred_batch_size); with none, wait up to the delay of the oldest request
+                best = max((p for p in self.preferred if p <= len(ready)), default=0)
                 waited = time.perf_counter_ns() - ready[0].queue[0].arrival_ns
-                if waited < self.delay_ns:
+                if best:
+                    ready = ready[:best]
+                elif waited < self.delay_ns:
                     self._arm_timer((self.delay_ns - waited) / 1e9)
                     return
         elif self.delay_ns and len(ready) < self.min_slot_utilization * len(slots):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import Metric
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer, MetricsSnapshot
+    from ...core import InferenceServer, MetricsSnapshot, ModelMetrics
 
 __all__ = ["TritiumCollector", "render"]
 
@@ -133,7 +133,7 @@ class TritiumCollector:
             latency = model.summaries
             if latency is None:
                 continue
-            labels = {"model": model.name, "version": str(model.version)}
+            labels = model_labels(model)
             for family, (_n, _d, kind) in zip(summaries, _SUMMARIES):
                 summary = latency[kind]
                 family.add_sample(family.name + "_count", labels, summary.count)
@@ -144,6 +144,12 @@ class TritiumCollector:
         if self.system is not None:
             families += self.system.families()
         return families
+
+
+def model_labels(model: ModelMetrics) -> dict[str, str]:
+    """A model version's labels: ``model``, ``version`` and each of its config's ``metric_tags``
+    as ``_<key>`` (Triton 2.51's label names, e.g. ``_team="blue"``)."""
+    return {**{f"_{key}": value for key, value in model.tags}, "model": model.name, "version": str(model.version)}
 
 
 def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
@@ -159,7 +165,7 @@ def _model_families(snapshot: MetricsSnapshot) -> list[Metric]:
     instance_pid = Metric("tritium_instance_worker_pid", "PID of the worker process a model instance runs in", "gauge")
     cache = [Metric(name, doc, "counter") for name, doc, *_rest in _CACHE]
     for model in snapshot.models:
-        labels = {"model": model.name, "version": str(model.version)}
+        labels = model_labels(model)
         for family, (_name, _doc, key, scale) in zip([success, *others], _COUNTERS):
             if isinstance(key, tuple):
                 value = getattr(model.durations[key[0]], key[1])

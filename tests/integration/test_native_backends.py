@@ -91,6 +91,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         add_model(repo, "accumulate", ACCUMULATE_CONFIG)
         build_backend(EXAMPLES / "accumulate" / "accumulate.c", repo / "accumulate" / "1" / "libtriton_c_accumulate.so")
         add_model(repo, "probe", PROBE_CONFIG)
+        add_model(
+            repo,
+            "probe_passive",
+            PROBE_CONFIG
+            + "instance_group [ { count: 1 kind: KIND_CPU }, { count: 2 kind: KIND_CPU passive: true } ]\n",
+        )
+        build_backend(TEST_BACKENDS / "probe.c", repo / "probe_passive" / "libtriton_probe.so")
         build_backend(TEST_BACKENDS / "probe.c", repo / "probe" / "libtriton_probe.so")
         # TRITONBACKEND_RequestRelease(RESCHEDULE): with and without iterative_sequence
         for name, scheduling in (
@@ -383,3 +390,23 @@ def test_a_native_backend_reschedules_an_iterative_request(clients: dict[str, An
     with pytest.raises(InferenceServerException) as info:  # no iterative_sequence: an error
         clients["http"].infer("countdown_plain", [inp])
     assert "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE" in info.value.message()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_passive_instances_get_no_requests(server: ServerProcess, clients: dict[str, Any], protocol: str) -> None:
+    # instance_group.passive: the instances are initialized and told they are passive
+    # (TRITONBACKEND_ModelInstanceIsPassive), and the scheduler never gives them a request
+    log = server.log()
+    assert "probe.c:43] probe instance probe_passive_0_0 passive=0" in log
+    assert "probe.c:43] probe instance probe_passive_1_0 passive=1" in log
+    assert "probe.c:43] probe instance probe_passive_1_1 passive=1" in log
+    module = httpclient if protocol == "http" else grpcclient
+    seen = set()
+    for _ in range(6):
+        numbers = module.InferInput("INPUT0", [3], "INT32")
+        numbers.set_data_from_numpy(np.array([1, 2, 3], np.int32))
+        text = module.InferInput("TEXT", [1], "BYTES")
+        text.set_data_from_numpy(np.array([b"x"], np.object_))
+        report = clients[protocol].infer("probe_passive", [numbers, text]).as_numpy("REPORT")[0].decode()
+        seen.add(report.split("instance=")[1].split(" cancelled=")[0])
+    assert seen == {"probe_passive_0_0 kind=CPU device=0 passive=0"}

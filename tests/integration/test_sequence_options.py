@@ -62,6 +62,18 @@ OLDEST = """
     instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """
 
+OLDEST_PREFERRED = """
+    backend: "python"
+    max_batch_size: 4
+    sequence_batching {
+      oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 600000000 }
+      max_sequence_idle_microseconds: 60000000
+    }
+    input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+    output [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
 # answers the batch's last request first, the first one half a second later (from a thread)
 REVERSING_MODEL = """
     import threading, time
@@ -97,6 +109,8 @@ def build(repo: Path) -> None:
     )
     for name, ordering in (("oldest_ordered", "true"), ("oldest_unordered", "false")):
         add_model(repo, name, OLDEST.format(ordering=ordering), files={"1/model.py": REVERSING_MODEL})
+    # a batch of 2 (a preferred size) goes at once; the 600 s delay only holds smaller ones
+    add_model(repo, "oldest_preferred", OLDEST_PREFERRED, files={"1/model.py": COUNTING_MODEL})
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +176,25 @@ def test_oldest_preserve_ordering(server: ServerProcess) -> None:
     # the model answers the second request first; preserve_ordering holds it until the first's came
     assert _stream_order(server, "oldest_unordered") == [42, 41]
     assert _stream_order(server, "oldest_ordered") == [41, 42]
+
+
+def test_oldest_sends_a_preferred_batch_size_without_waiting(server: ServerProcess) -> None:
+    """Two sequences' START requests make a batch of 2, a preferred size: it goes at once, long
+    before the 600 s queue delay that the largest preferred size (4) would otherwise wait for."""
+    seen: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        client.start_stream(callback=lambda result, error: seen.put(error if error is not None else result))
+        for corr in (51, 52):
+            inp = grpcclient.InferInput("IN", [1, 1], "INT32")
+            inp.set_data_from_numpy(np.array([[corr]], np.int32))
+            client.async_stream_infer("oldest_preferred", [inp], sequence_id=corr, sequence_start=True)
+        counts = []
+        for _ in range(2):
+            item = seen.get(timeout=120)
+            assert not isinstance(item, Exception), item
+            counts.append(int(item.as_numpy("N")[0, 0]))
+        assert counts == [2, 2]
+    finally:
+        client.stop_stream()
+        client.close()

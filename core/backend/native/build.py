@@ -55,7 +55,7 @@ typedef struct TRITONBACKEND_Model {
     TRITONSERVER_Message* config; TRITONBACKEND_Backend* backend; void* state; bool auto_complete;
 } TRITONBACKEND_Model;
 typedef struct TRITONBACKEND_ModelInstance {
-    const char* name; int kind; int32_t device_id; TRITONBACKEND_Model* model; void* state;
+    const char* name; int kind; int32_t device_id; bool passive; TRITONBACKEND_Model* model; void* state;
 } TRITONBACKEND_ModelInstance;
 typedef struct TRITONBACKEND_Input {
     const char* name; int datatype; const int64_t* shape; uint32_t dims_count; uint64_t byte_size;

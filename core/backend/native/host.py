@@ -330,6 +330,7 @@ class NativeBackend:
                 "name": pins.string(instance.name),
                 "kind": _KINDS.get(instance.kind, 1),
                 "device_id": int(instance.device_id),
+                "passive": bool(instance.passive),
                 "model": model.c,
             },
         )

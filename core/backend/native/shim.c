@@ -61,6 +61,7 @@ struct TRITONBACKEND_ModelInstance {
   const char* name;
   int kind;
   int32_t device_id;
+  bool passive;
   TRITONBACKEND_Model* model;
   void* state;
 };
@@ -825,7 +826,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInsta
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceIsPassive(TRITONBACKEND_ModelInstance* instance, bool* is_passive)
 {
   REQUIRE(instance && is_passive, "TRITONBACKEND_ModelInstanceIsPassive: NULL argument");
-  *is_passive = false;
+  *is_passive = instance->passive;
   return NULL;
 }
 

@@ -143,7 +143,14 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   TRITONSERVER_MessageDelete(config);
   if (late == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "late ModelSetConfig was accepted");
   TRITONSERVER_ErrorDelete(late);
-  return NULL;
+  /* says whether the instance is passive (instance_group.passive) */
+  const char* name;
+  bool passive;
+  CHECK(TRITONBACKEND_ModelInstanceName(instance, &name));
+  CHECK(TRITONBACKEND_ModelInstanceIsPassive(instance, &passive));
+  char line[256];
+  snprintf(line, sizeof line, "probe instance %s passive=%d", name, (int)passive);
+  return TRITONSERVER_LogMessage(TRITONSERVER_LOG_INFO, "probe.c", 43, line);
 }
 
 static TRITONSERVER_Error* report(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* request,
