@@ -26,11 +26,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats import ModelStats
     from .validation import ModelSignature
 
-__all__ = ["Servable", "Done", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
+__all__ = ["Servable", "Done", "Cancellable", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
 
 #: receives a request's final response, or the error it failed with: ``done(response, None)`` /
 #: ``done(None, error)``
 Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
+
+
+class Cancellable(Protocol):
+    """What :meth:`Servable.submit` returns: ``cancel()`` when the request's client goes away
+    (a gRPC call cancelled or past its deadline, an HTTP connection closed). A request still
+    queued is dropped and answered CANCELLED; one executing is reported to its model
+    (``is_cancelled()``). A no-op once the request is answered."""
+
+    def cancel(self) -> Any: ...
 
 
 class Servable(Protocol):
@@ -87,8 +96,9 @@ class Servable(Protocol):
         """Requests waiting to execute (``nv_inference_pending_request_count``)."""
         ...
 
-    def submit(self, request: InferenceRequest, done: Done) -> None:
-        """Start one request; ``done`` is called once, later, on the event loop.
+    def submit(self, request: InferenceRequest, done: Done) -> Cancellable:
+        """Start one request; ``done`` is called once, later, on the event loop. The result
+        cancels it (its client went away).
 
         :raises TritonError: for a request refused before it is queued.
         """
@@ -126,11 +136,12 @@ def is_decoupled(config: Mapping[str, Any]) -> bool:
     return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
 
 
-def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done) -> None:
+def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done) -> Cancellable:
     """:meth:`Servable.submit` for a Servable whose request path is the coroutine ``infer(request)``.
 
-    The coroutine runs as a task; ``done`` gets its response or its error, or
-    UNAVAILABLE ``Server is stopping, request cancelled`` when the task is cancelled.
+    The coroutine runs as a task, which is returned (cancelling it cancels the model requests
+    it awaits); ``done`` gets its response or its error, or UNAVAILABLE ``Server is stopping,
+    request cancelled`` when the task is cancelled.
     """
 
     def settle(task: asyncio.Task[InferenceResponse]) -> None:
@@ -141,4 +152,6 @@ def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceR
         else:
             done(task.result(), None)
 
-    asyncio.get_running_loop().create_task(infer(request)).add_done_callback(settle)
+    task = asyncio.get_running_loop().create_task(infer(request))
+    task.add_done_callback(settle)
+    return task
