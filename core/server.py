@@ -23,6 +23,8 @@ from .. import __version__
 from .bls import BlsRouter
 from .cache import open_cache
 from .composition import read_composition
+from .custom_metrics import CustomFamily
+from .custom_metrics import collect as collect_custom_metrics
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .logging import log_manager
@@ -381,6 +383,12 @@ class InferenceServer:
             cuda_region_count=len(self.cuda_shared_memory.status()),
         )
         return MetricsSnapshot(models, memory, workers)
+
+    def custom_metrics(self) -> list[CustomFamily]:
+        """The metric families model code made (pb_utils ``MetricFamily``), their values read now
+        from the workers' shared memory (see :mod:`.custom_metrics`). Event loop thread."""
+        supervisor = self.repository.instance_options.workers
+        return collect_custom_metrics(worker.metrics for worker in (supervisor.workers if supervisor else ()))
 
     # -- Triton's shared-memory extensions, by region kind ("system" or "cuda") ----------------
     def _regions(self, kind: RegionKind) -> SharedMemoryManager | CudaSharedMemoryManager:

@@ -39,7 +39,7 @@ from ..logging import configure_worker_logging, set_worker_log_context
 from ..memory.arena import Arena, Segment, SegmentTable
 from ..memory.region_map import RegionTable
 from ..memory.shm_region import is_region_id
-from . import bls
+from . import bls, metric_cells
 from .cancel_board import CancelBoard
 from .channel import BlockingChannel
 from .heartbeat import serve_heartbeat
@@ -109,6 +109,7 @@ class Worker:
         self.instances: dict[int, HostedInstance] = {}
         self.bls = bls.BlsClient(self)
         bls._client = self.bls
+        metric_cells._maker = metric_cells.CellMaker(self)
         self._frames: Any = None
         self._threaded = False
         self._threaded_lock = threading.Lock()

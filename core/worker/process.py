@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..custom_metrics import WorkerCustomMetrics
 from ..errors import Code, TritonError
 from ..logging import log_manager
 from ..memory.arena import Segment
@@ -173,6 +174,8 @@ class WorkerProcess:
         self._release_timer: asyncio.TimerHandle | None = None
         self._heartbeat: Heartbeat | None = None
         self._cancels: CancelBoard | None = None  # created once the worker said HELLO
+        #: the custom metrics its model code made (pb_utils ``MetricFamily``), read at scrape time
+        self.metrics = WorkerCustomMetrics(pool.segments.resolve)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
@@ -289,6 +292,7 @@ class WorkerProcess:
         if self._cancels is not None:
             self._cancels.close()
             self._cancels = None
+        self.metrics.clear()
         if not self._stopping:
             if len(self.instances) > 1:
                 executing = sorted({batch.executor.name for batch in self._batches.values()})
@@ -628,6 +632,8 @@ class WorkerProcess:
                 if self.bls is None:
                     raise TritonError(Code.INTERNAL, "BLS request from a worker that may not make them")
                 self.bls.start(self, int(message[1]), message[2])
+            elif kind == Kind.METRIC:
+                self.metrics.add(message)
             elif kind == Kind.INFER_RELEASE:
                 if self.bls is not None:
                     self.bls.release(self, int(message[1]), int(message[2]))

@@ -45,6 +45,10 @@ REGION             ->    region id, size to map in bytes, name, key (one fd atta
                          with the region id drops it)
 CANCEL_BOARD       ->    size in bytes (one fd attached: the worker's cancel board, sent once,
                          right after HELLO; see :mod:`.cancel_board`)
+METRIC             <-    model name, family name, help text, kind (0 counter, 1 gauge, 2
+                         histogram), labels (dict), bucket boundaries, and the cell's
+                         segment id, offset and byte size in the worker's arena (a custom
+                         metric of model code; see :mod:`.metric_cells`)
 =================  ====  ==========================================================
 
 Descriptors whose segment id names a region (:data:`~tritium.core.memory.shm_region.REGION_OWNER`
@@ -109,6 +113,7 @@ class Kind(enum.IntEnum):
     FINALIZE_INSTANCE = 18
     FINALIZE_MODEL = 19
     CANCEL_BOARD = 20
+    METRIC = 21
 
 
 class SpawnKind(enum.IntEnum):
@@ -175,6 +180,9 @@ FRAMES: dict[Kind, Frame] = {
     Kind.FINALIZE_INSTANCE: Frame("->", ("call_id", "instance_id")),
     Kind.FINALIZE_MODEL: Frame("->", ("call_id", "model_id")),
     Kind.CANCEL_BOARD: Frame("->", ("size",), fds=1),
+    Kind.METRIC: Frame(
+        "<-", ("model", "family", "description", "kind", "labels", "buckets", "segment_id", "offset", "nbytes")
+    ),
 }
 
 #: one input of an EXECUTE request: ``[name, KServe datatype, shape, segment id, offset, nbytes]``
