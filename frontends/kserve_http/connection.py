@@ -33,7 +33,9 @@ Framing (RFC 9112):
   reading a response (the body timeout: no progress), or leaves a keep-alive
   connection idle (the idle timeout) is dropped (see
   :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
-  request still gets the response.
+  request still gets the response, but the request is cancelled (as Go's ``net/http`` treats
+  it): an end of the stream or a lost connection before the answer calls ``cancel()`` on the
+  request's job (:attr:`HttpRequest.job`), and its model sees ``is_cancelled()``.
 - Lingering close (RFC 9112 section 9.6): a request refused before its body
   is read (413 from the headers, 503 for a full body budget, a malformed
   head) closes its connection, but not at once: a client still sending its

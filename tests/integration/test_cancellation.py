@@ -107,6 +107,43 @@ class TritonPythonModel:
         return None
 """
 
+THREADED = f"""
+import json, os, threading, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = json.loads(args["model_config"])["parameters"]
+        self.out = params["out_dir"]["string_value"]
+
+    def note(self, name, value):
+        path = os.path.join(self.out, name)
+        with open(path + ".tmp", "w") as f:
+            json.dump(value, f)
+        os.rename(path + ".tmp", path)
+
+    def execute(self, requests):
+        for request in requests:
+            tag = pb_utils.get_input_tensor_by_name(request, "TAG").as_numpy()[0].decode()
+            threading.Thread(target=self.stream, args=(request, tag)).start()
+        return None  # the responses come from the thread, after execute returned
+
+    def stream(self, request, tag):
+        sender = request.get_response_sender()
+        sent = 0
+        end = time.monotonic() + {LOOK_S}
+        while time.monotonic() < end and not sender.is_cancelled():
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([sent], np.int32))]))
+            sent += 1
+            if sent == 1:
+                self.note(tag + ".started", True)
+            time.sleep(0.01)
+        self.note(tag, {{"request": request.is_cancelled(), "sender": sender.is_cancelled()}})
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+"""
+
 
 def _config(name: str, backend: str, out: Path, extra: str = "", batch: int = 0) -> str:
     return f"""
@@ -141,6 +178,12 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             "probe_decoupled",
             _config("probe_decoupled", "python", out, "model_transaction_policy { decoupled: true }"),
             files={"1/model.py": DECOUPLED},
+        )
+        add_model(
+            repo,
+            "probe_threaded",
+            _config("probe_threaded", "python", out, "model_transaction_policy { decoupled: true }"),
+            files={"1/model.py": THREADED},
         )
         if native:
             add_model(repo, "c_probe", _config("c_probe", "cancel_probe", out))
@@ -236,6 +279,20 @@ def test_grpc_stream_cancel_reaches_a_decoupled_model_and_its_sender(served: Any
     _wait_file(out / "decoupled.started")
     client.stop_stream(cancel_requests=True)
     assert _wait_file(out / "decoupled") == {"request": True, "sender": True}
+    client.close()
+
+
+def test_grpc_stream_cancel_reaches_a_model_streaming_after_execute_returned(served: Any) -> None:
+    """The usual LLM shape: execute hands the request to a thread and returns; the thread streams
+    until the client cancels."""
+    server, out, _ = served
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    responses: queue.Queue[Any] = queue.Queue()
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    client.async_stream_infer("probe_threaded", _inputs("threaded"))
+    _wait_file(out / "threaded.started")
+    client.stop_stream(cancel_requests=True)
+    assert _wait_file(out / "threaded") == {"request": True, "sender": True}
     client.close()
 
 
