@@ -314,6 +314,27 @@ def test_http_client_that_disconnects_reaches_the_model(served: Any, model: str)
     assert _wait_file(out / tag) == ({"request": True, "factory": True} if model == "c_probe" else {"request": True})
 
 
+def test_http_generate_stream_client_that_disconnects_reaches_the_model(served: Any) -> None:
+    """Server-sent events of a decoupled model (Triton's generate extension): the client reads the
+    first event, then closes its connection."""
+    server, out, _ = served
+    body = json.dumps({"TAG": "sse"}).encode()
+    head = (
+        f"POST /v2/models/probe_threaded/generate_stream HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=30) as sock:
+        sock.sendall(head + body)
+        received = b""
+        while b"data: " not in received:
+            chunk = sock.recv(4096)
+            assert chunk, "the stream ended before its first event"
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 200")
+        _wait_file(out / "sse.started")
+    assert _wait_file(out / "sse") == {"request": True, "sender": True}
+
+
 def test_http_client_that_stays_is_not_cancelled(served: Any) -> None:
     server, out, _ = served
     (out / "stays.release").write_text("")  # the model answers at once, not cancelled
