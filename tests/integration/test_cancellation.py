@@ -185,6 +185,18 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             _config("probe_threaded", "python", out, "model_transaction_policy { decoupled: true }"),
             files={"1/model.py": THREADED},
         )
+        add_model(
+            repo,
+            "probe_ensemble",
+            """
+            platform: "ensemble"
+            max_batch_size: 0
+            input [ { name: "TAG" data_type: TYPE_STRING dims: [ 1 ] } ]
+            output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+            ensemble_scheduling { step [ { model_name: "probe" model_version: -1
+                input_map { key: "TAG" value: "TAG" } output_map { key: "OUT" value: "OUT" } } ] }
+            """,
+        )
         if native:
             add_model(repo, "c_probe", _config("c_probe", "cancel_probe", out))
             build_backend(TEST_BACKENDS / "cancel_probe.c", repo / "c_probe" / "libtriton_cancel_probe.so")
@@ -232,7 +244,7 @@ def _wait_metric(server: ServerProcess, value: float, name: str, **labels: str) 
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("model", ["probe", "c_probe"])
+@pytest.mark.parametrize("model", ["probe", "c_probe", "probe_ensemble"])
 def test_grpc_unary_cancel_reaches_the_model(served: Any, model: str) -> None:
     server, out, native = served
     if model == "c_probe" and not native:
@@ -296,7 +308,7 @@ def test_grpc_stream_cancel_reaches_a_model_streaming_after_execute_returned(ser
     client.close()
 
 
-@pytest.mark.parametrize("model", ["probe", "c_probe"])
+@pytest.mark.parametrize("model", ["probe", "c_probe", "probe_ensemble"])
 def test_http_client_that_disconnects_reaches_the_model(served: Any, model: str) -> None:
     """Beyond Triton 2.51, which does not report it: the client closes its connection mid-request."""
     server, out, native = served
@@ -312,6 +324,28 @@ def test_http_client_that_disconnects_reaches_the_model(served: Any, model: str)
         sock.sendall(head + body)
         _wait_file(out / f"{tag}.started")
     assert _wait_file(out / tag) == ({"request": True, "factory": True} if model == "c_probe" else {"request": True})
+
+
+def test_http_client_that_half_closes_is_cancelled_and_still_answered(served: Any) -> None:
+    """A client that shuts its sending side down mid-request (as Go's net/http sees it: gone)
+    cancels the request, and still reads the answer the model gives then."""
+    server, out, _ = served
+    body = json.dumps({"inputs": [{"name": "TAG", "datatype": "BYTES", "shape": [1], "data": ["half"]}]}).encode()
+    head = (
+        f"POST /v2/models/probe/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=WAIT_S) as sock:
+        sock.sendall(head + body)
+        _wait_file(out / "half.started")
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    status, _, answer = received.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200")
+    assert json.loads(answer)["outputs"][0]["data"] == [1]
+    assert _wait_file(out / "half") == {"request": True}
 
 
 def test_http_generate_stream_client_that_disconnects_reaches_the_model(served: Any) -> None:
