@@ -47,7 +47,12 @@ from .validation import ModelSignature
 
 log = logging.getLogger("tritium.model")
 
-__all__ = ["Model", "Done"]
+__all__ = ["Model", "Done", "CANCEL_RETRY_S", "CANCEL_RETRY_MAX_S"]
+
+#: seconds before a cancelled request that no scheduler queue or worker holds is looked for again
+CANCEL_RETRY_S = 0.005
+#: ... doubling up to this
+CANCEL_RETRY_MAX_S = 0.1
 
 
 def _failure_reason(error: TritonError) -> str:
@@ -274,14 +279,24 @@ class Model(BatcherServices):
         Still in the scheduler's queue: dropped there and answered CANCELLED without
         running (Triton 2.51 runs it, its ``is_cancelled()`` true). Executing: the model
         instance's worker is told, and the model sees it through ``is_cancelled()``;
-        the request then ends as the model ends it.
+        the request then ends as the model ends it. Held elsewhere (a later request of a
+        sequence waiting for its slot in the sequence batcher, a batch waiting in the rate
+        limiter): looked for again, every :data:`CANCEL_RETRY_S` doubling up to
+        :data:`CANCEL_RETRY_MAX_S`, until it runs (then the model is told) or ends.
         """
+        self._cancel(payload, CANCEL_RETRY_S)
+
+    def _cancel(self, payload: Payload, retry_s: float) -> None:
+        if payload.final:
+            return
         cancel = getattr(self.scheduler, "cancel", None)  # the default scheduler's and the dynamic batcher's
         if cancel is not None and cancel(payload):
             return
         for instance in self.instances:
             if instance.cancel(payload):
                 return
+        if not self._stopping:
+            asyncio.get_running_loop().call_later(retry_s, self._cancel, payload, min(retry_s * 2, CANCEL_RETRY_MAX_S))
 
     # -- responses from the scheduler (ResponseHandler) ------------------------------------
     def on_response(

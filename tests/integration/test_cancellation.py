@@ -175,6 +175,12 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         )
         add_model(
             repo,
+            "probe_sequence",
+            _config("probe_sequence", "python", out, "sequence_batching { }", batch=1),
+            files={"1/model.py": PROBE},
+        )
+        add_model(
+            repo,
             "probe_decoupled",
             _config("probe_decoupled", "python", out, "model_transaction_policy { decoupled: true }"),
             files={"1/model.py": DECOUPLED},
@@ -396,6 +402,33 @@ def test_request_cancelled_while_queued_is_dropped_unrun(served: Any) -> None:
     assert _metric(server, "nv_inference_request_failure", model="probe_batched", reason="CANCELED") == 1
     assert not (out / "q-second.started").exists()
     del first
+    client.close()
+
+
+def test_request_cancelled_while_its_sequence_waits_for_a_slot_sees_it_when_it_runs(served: Any) -> None:
+    """The sequence batcher keeps a sequence's request until the sequence has a slot: cancelled
+    there, the request runs once it gets one and sees ``is_cancelled()`` at once."""
+    server, out, _ = served
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+
+    def start(tag: str, sequence: int) -> Any:
+        return client.async_infer(
+            "probe_sequence",
+            _inputs(tag, True),
+            callback=lambda result, error: None,
+            sequence_id=sequence,
+            sequence_start=True,
+            sequence_end=True,
+        )
+
+    start("s-first", 1)
+    _wait_file(out / "s-first.started")
+    second = start("s-second", 2)  # the one slot is taken: it waits
+    _wait_metric(server, 2, "nv_inference_pending_request_count", model="probe_sequence")
+    second.cancel()
+    (out / "s-first.release").write_text("")
+    assert _wait_file(out / "s-first") == {"request": False}
+    assert _wait_file(out / "s-second") == {"request": True}
     client.close()
 
 
