@@ -49,6 +49,7 @@ __all__ = [
     "ModelMetrics",
     "MemoryMetrics",
     "LatencySummary",
+    "Cancellable",
 ]
 
 _WHERE = {
@@ -78,6 +79,7 @@ _WHERE = {
     "ModelMetrics": ".stats",
     "MemoryMetrics": ".stats",
     "LatencySummary": ".stats",
+    "Cancellable": ".servable",
 }
 
 

@@ -48,7 +48,19 @@ from .validation import ModelSignature
 
 log = logging.getLogger("tritium.model")
 
-__all__ = ["Model", "Done"]
+__all__ = ["Model", "Done", "CANCEL_RETRY_S", "CANCEL_RETRY_MAX_S"]
+
+#: seconds before a cancelled request that no scheduler queue or worker holds is looked for again
+CANCEL_RETRY_S = 0.005
+#: ... doubling up to this
+CANCEL_RETRY_MAX_S = 0.1
+
+
+def _failure_reason(error: TritonError) -> str:
+    """Triton's failure reason of a request that failed with ``error`` (``nv_inference_request_failure``)."""
+    if isinstance(error, Rejected):
+        return "REJECTED"
+    return "CANCELED" if error.code == Code.CANCELLED else "BACKEND"
 
 
 class Model(BatcherServices):
@@ -185,13 +197,14 @@ class Model(BatcherServices):
         await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
 
     # -- the request path --------------------------------------------------------------
-    def submit(self, request: InferenceRequest, done: Done) -> None:
+    def submit(self, request: InferenceRequest, done: Done) -> Payload:
         """Start one request; ``done(response, None)`` or ``done(None, error)`` is called once, later
         (or at once, for a request refused before it is queued), on the event loop.
 
         The response's outputs are views of shared memory, valid until
         ``response.release()``; the request counts as active (:meth:`drain`)
-        until then.
+        until then. Returns the request's payload: its ``cancel()`` is for a
+        client that went away (see :meth:`on_cancel`).
 
         :raises TritonError: INVALID_ARG for a request that does not fit the
             config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`).
@@ -211,6 +224,7 @@ class Model(BatcherServices):
             raise
         payload.context.leave_on_release = True
         self.scheduler.enqueue(payload)
+        return payload
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         """Run one request and return its (single) response; raises on error (see :meth:`submit`).
@@ -228,17 +242,23 @@ class Model(BatcherServices):
             else:
                 future.set_result(response)  # type: ignore[arg-type]
 
-        self.submit(request, done)
-        return await future
+        payload = self.submit(request, done)
+        try:
+            return await future
+        except asyncio.CancelledError:  # the caller went away: so did its client
+            payload.cancel()
+            raise
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request and yield each response as it comes (decoupled models: zero or more).
 
         A caller that stops early (closes the iterator, or is cancelled) leaves no response
-        behind: those already queued and those still to come are released at once.
+        behind: those already queued and those still to come are released at once; the
+        request is cancelled (:meth:`on_cancel`).
         """
         self._enter()
         pending: PendingRequest | None = None
+        payload: Payload | None = None
         try:
             payload = self._staging.stage(request, True)
             pending = payload.context
@@ -254,7 +274,34 @@ class Model(BatcherServices):
                 queue, pending.queue = pending.queue, None  # later responses: released on arrival
                 while not queue.empty():
                     queue.get_nowait().release()
+            if payload is not None and not payload.final:
+                payload.cancel()
             self._leave()
+
+    def on_cancel(self, payload: Payload) -> None:
+        """The client of ``payload`` (not final yet) cancelled it, went away or passed its deadline.
+
+        Still in the scheduler's queue: dropped there and answered CANCELLED without
+        running (Triton 2.51 runs it, its ``is_cancelled()`` true). Executing: the model
+        instance's worker is told, and the model sees it through ``is_cancelled()``;
+        the request then ends as the model ends it. Held elsewhere (a later request of a
+        sequence waiting for its slot in the sequence batcher, a batch waiting in the rate
+        limiter): looked for again, every :data:`CANCEL_RETRY_S` doubling up to
+        :data:`CANCEL_RETRY_MAX_S`, until it runs (then the model is told) or ends.
+        """
+        self._cancel(payload, CANCEL_RETRY_S)
+
+    def _cancel(self, payload: Payload, retry_s: float) -> None:
+        if payload.final:
+            return
+        cancel = getattr(self.scheduler, "cancel", None)  # the default scheduler's and the dynamic batcher's
+        if cancel is not None and cancel(payload):
+            return
+        for instance in self.instances:
+            if instance.cancel(payload):
+                return
+        if not self._stopping:
+            asyncio.get_running_loop().call_later(retry_s, self._cancel, payload, min(retry_s * 2, CANCEL_RETRY_MAX_S))
 
     # -- responses from the scheduler (ResponseHandler) ------------------------------------
     def on_response(
@@ -335,7 +382,7 @@ class Model(BatcherServices):
             return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns
         if pending.error is not None:
-            self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
+            self.stats.record_failure(request_ns, _failure_reason(pending.error))
             return
         self._record_success(payload, request_ns)
 

@@ -199,6 +199,11 @@ class ModelInstance:
 
         limiter.submit(demand, start, self)
 
+    def cancel(self, payload: Any) -> bool:
+        """Mark ``payload`` cancelled for the model if a batch this instance's worker runs holds it."""
+        worker = self.worker
+        return worker is not None and worker.cancel(payload)
+
     # -- leaving the worker, failures and restarts -------------------------------------
     async def _leave(self, worker: WorkerProcess) -> None:
         """Leave ``worker``: finalize the instance and (its last instance there) the model there,

@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Code, TritonError
+from .scheduler.base import cancelled_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .request import InferenceRequest
@@ -26,11 +27,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats import ModelStats
     from .validation import ModelSignature
 
-__all__ = ["Servable", "Done", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
+__all__ = ["Servable", "Done", "Cancellable", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
 
 #: receives a request's final response, or the error it failed with: ``done(response, None)`` /
 #: ``done(None, error)``
 Done = Callable[["InferenceResponse | None", "BaseException | None"], None]
+
+
+class Cancellable(Protocol):
+    """What :meth:`Servable.submit` returns: ``cancel()`` when the request's client goes away
+    (a gRPC call cancelled or past its deadline, an HTTP connection closed). A request still
+    queued is dropped and answered CANCELLED; one executing is reported to its model
+    (``is_cancelled()``). A no-op once the request is answered."""
+
+    def cancel(self) -> Any: ...
 
 
 class Servable(Protocol):
@@ -87,8 +97,9 @@ class Servable(Protocol):
         """Requests waiting to execute (``nv_inference_pending_request_count``)."""
         ...
 
-    def submit(self, request: InferenceRequest, done: Done) -> None:
-        """Start one request; ``done`` is called once, later, on the event loop.
+    def submit(self, request: InferenceRequest, done: Done) -> Cancellable:
+        """Start one request; ``done`` is called once, later, on the event loop. The result
+        cancels it (its client went away).
 
         :raises TritonError: for a request refused before it is queued.
         """
@@ -126,19 +137,40 @@ def is_decoupled(config: Mapping[str, Any]) -> bool:
     return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
 
 
-def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done) -> None:
+class _TaskJob:
+    """The :class:`Cancellable` of :func:`submit_as_task`: cancels the task, for its client."""
+
+    __slots__ = ("task", "by_client")
+
+    def __init__(self, task: asyncio.Task[InferenceResponse]) -> None:
+        self.task = task
+        self.by_client = False
+
+    def cancel(self) -> None:
+        self.by_client = True
+        self.task.cancel()
+
+
+def submit_as_task(infer: Callable[[InferenceRequest], Any], request: InferenceRequest, done: Done) -> Cancellable:
     """:meth:`Servable.submit` for a Servable whose request path is the coroutine ``infer(request)``.
 
-    The coroutine runs as a task; ``done`` gets its response or its error, or
-    UNAVAILABLE ``Server is stopping, request cancelled`` when the task is cancelled.
+    The coroutine runs as a task; cancelling what is returned cancels it, and so the model
+    requests it awaits. ``done`` gets its response or its error: CANCELLED ``Request was
+    cancelled`` when its client cancelled it, UNAVAILABLE ``Server is stopping, request
+    cancelled`` when the task is cancelled otherwise.
     """
 
     def settle(task: asyncio.Task[InferenceResponse]) -> None:
         if task.cancelled():
-            done(None, TritonError(Code.UNAVAILABLE, "Server is stopping, request cancelled"))
+            done(None, cancelled_error() if job.by_client else TritonError(Code.UNAVAILABLE, _STOPPING))
         elif task.exception() is not None:
             done(None, task.exception())
         else:
             done(task.result(), None)
 
-    asyncio.get_running_loop().create_task(infer(request)).add_done_callback(settle)
+    job = _TaskJob(asyncio.get_running_loop().create_task(infer(request)))
+    job.task.add_done_callback(settle)
+    return job
+
+
+_STOPPING = "Server is stopping, request cancelled"

@@ -23,6 +23,8 @@ from .. import __version__
 from .bls import BlsRouter
 from .cache import open_cache
 from .composition import read_composition
+from .custom_metrics import CustomFamily
+from .custom_metrics import collect as collect_custom_metrics
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .logging import log_manager
@@ -36,7 +38,7 @@ from .options import ServerOptions, default_backend_directory
 from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
 from .request import InferenceRequest
 from .response import InferenceResponse
-from .servable import Done, Servable
+from .servable import Cancellable, Done, Servable
 from .startup import check_ports, endpoint_lines, model_table, options_table
 from .stats import (
     MemoryMetrics,
@@ -302,7 +304,7 @@ class InferenceServer:
         finally:
             self._left()
 
-    def submit(self, request: InferenceRequest, done: Done, model: Servable | None = None) -> None:
+    def submit(self, request: InferenceRequest, done: Done, model: Servable | None = None) -> Cancellable:
         """Start one request without a coroutine: ``done(response, None)`` or ``done(None, error)``
         is called once, on the event loop (at once for a request refused before it is queued).
 
@@ -311,6 +313,7 @@ class InferenceServer:
         until ``response.release()``.
 
         :param model: the model ``request`` names, when the caller looked it up already.
+        :returns: what cancels the request when its client goes away (see :class:`~.servable.Cancellable`).
         :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG for a
             request that does not fit it (the backend's errors go to ``done``).
         """
@@ -325,7 +328,7 @@ class InferenceServer:
         self._inflight += 1
         self._idle.clear()
         try:
-            model.submit(request, finished)
+            return model.submit(request, finished)
         except BaseException:
             self._left()
             raise
@@ -381,6 +384,12 @@ class InferenceServer:
             cuda_region_count=len(self.cuda_shared_memory.status()),
         )
         return MetricsSnapshot(models, memory, workers)
+
+    def custom_metrics(self) -> list[CustomFamily]:
+        """The metric families model code made (pb_utils ``MetricFamily``), their values read now
+        from the workers' shared memory (see :mod:`.custom_metrics`). Event loop thread."""
+        supervisor = self.repository.instance_options.workers
+        return collect_custom_metrics(worker.metrics for worker in (supervisor.workers if supervisor else ()))
 
     # -- Triton's shared-memory extensions, by region kind ("system" or "cuda") ----------------
     def _regions(self, kind: RegionKind) -> SharedMemoryManager | CudaSharedMemoryManager:

@@ -182,8 +182,11 @@ class InferenceRequest:
         return self._sender
 
     def is_cancelled(self) -> bool:
-        """False: tritium does not report request cancellation to models yet."""
-        return False
+        """True once the client cancelled this request (a gRPC call cancelled or past its deadline,
+        a gRPC stream cancelled, an HTTP client gone): the model may stop and answer early.
+        Reads shared memory, no call to the core: cheap to poll. False for a BLS request."""
+        state = self._state
+        return state is not None and state.request.is_cancelled()
 
     def set_release_flags(self, flags: int) -> None:
         """How the request is released when execute returns: ``TRITONSERVER_REQUEST_RELEASE_ALL``

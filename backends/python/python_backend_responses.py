@@ -183,8 +183,9 @@ class InferenceResponseSender:
             state.context.send(state.request, response, final)
 
     def is_cancelled(self) -> bool:
-        """False: tritium does not report request cancellation to models yet."""
-        return False
+        """True once the client cancelled the request of this sender (see
+        ``InferenceRequest.is_cancelled``); any thread."""
+        return bool(self._state.request.is_cancelled())
 
 
 # -- BLS responses ----------------------------------------------------------------------------

@@ -190,6 +190,8 @@ class ResponseSink(Protocol):
 
     def reschedule(self, request: Request) -> None: ...
 
+    def is_cancelled(self, request: Request) -> bool: ...
+
 
 class Request:
     """One inference request in a batch given to ``TRITONBACKEND_ModelInstanceExecute``.
@@ -319,6 +321,17 @@ class Request:
             raise TritonError(Code.INTERNAL, f"request '{self.id}' already received its final response")
         self._final_sent = True
         self._sink.reschedule(self)
+
+    def is_cancelled(self) -> bool:
+        """True once the client cancelled the request (``TRITONBACKEND_RequestIsCancelled``).
+
+        A gRPC call the client cancelled or whose deadline passed, a gRPC stream
+        cancelled, or an HTTP client that closed its connection (Triton 2.51 does not
+        report the last): the model may stop early and answer with what it has, or
+        with an error. Reads shared memory only: cheap enough to call in a loop, from
+        any thread.
+        """
+        return self._sink.is_cancelled(self)
 
     @property
     def completed(self) -> bool:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Code, TritonError
 from ..request import InferenceRequest
 from ..response import InferenceResponse
-from ..servable import Done, Servable, submit_as_task
+from ..servable import Cancellable, Done, Servable, submit_as_task
 from .base import CacheEntry, ResponseCache, request_key
 from .local import LocalCache
 
@@ -209,9 +209,9 @@ class CachedModel:
         await self._model.unload()
 
     # -- inference through the cache -------------------------------------------------------------------
-    def submit(self, request: InferenceRequest, done: Done) -> None:
+    def submit(self, request: InferenceRequest, done: Done) -> Cancellable:
         """Start one request (:meth:`infer` as a task); ``done`` is called once, on the event loop."""
-        submit_as_task(self.infer, request, done)
+        return submit_as_task(self.infer, request, done)
 
     async def _lookup(self, request: InferenceRequest) -> tuple[bytes | None, InferenceResponse | None, int]:
         start = time.perf_counter_ns()

@@ -28,7 +28,7 @@ from ..errors import Code, TritonError
 from ..memory.staging import deliver_output, stage_input
 from ..request import InferenceRequest
 from ..response import InferenceResponse
-from ..servable import Done, Servable, is_decoupled, model_label, platform_of, submit_as_task
+from ..servable import Cancellable, Done, Servable, is_decoupled, model_label, platform_of, submit_as_task
 from ..stats import ModelStats
 from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 from .executor import EnsembleRun
@@ -139,10 +139,10 @@ class EnsembleModel:
             return deliver_output(regions[tensor.name], tensor)
         return tensor
 
-    def submit(self, request: InferenceRequest, done: Done) -> None:
+    def submit(self, request: InferenceRequest, done: Done) -> Cancellable:
         """Start one request (:meth:`infer` as a task); ``done(response, None)`` or ``done(None, error)``
         is called once, on the event loop."""
-        submit_as_task(self.infer, request, done)
+        return submit_as_task(self.infer, request, done)
 
     async def infer(self, request: InferenceRequest) -> InferenceResponse:
         """Run one request through the steps and return the ensemble's single response.

@@ -28,6 +28,7 @@ __all__ = [
     "admit",
     "no_instance_error",
     "reschedule_error",
+    "cancelled_error",
 ]
 
 
@@ -60,6 +61,8 @@ class ResponseHandler(Protocol):
     ) -> None: ...
 
     def on_executed(self, payload: Payload) -> None: ...
+
+    def on_cancel(self, payload: Payload) -> None: ...
 
 
 class Payload:
@@ -111,10 +114,20 @@ class Payload:
             self.done = True
             self.handler.on_response(self, [], error, None, True, None)
 
+    def cancel(self) -> None:
+        """Its client cancelled it: dropped if still queued, else the model is told (no-op once final)."""
+        if not self.final:
+            self.handler.on_cancel(self)
+
 
 def no_instance_error(label: str) -> TritonError:
     """UNAVAILABLE: the model (``label``: ``'m' version 1``) has no instance that can run a request."""
     return TritonError(Code.UNAVAILABLE, f"model {label} has no available instance")
+
+
+def cancelled_error() -> TritonError:
+    """CANCELLED: the error of a request its client cancelled before it ran (Triton's status code)."""
+    return TritonError(Code.CANCELLED, "Request was cancelled")
 
 
 def reschedule_error() -> TritonError:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from ..errors import TritonError
-from .base import Batch, Executor, Payload, admit, no_instance_error
+from .base import Batch, Executor, Payload, admit, cancelled_error, no_instance_error
 
 __all__ = ["DefaultScheduler", "PIPELINE_DEPTH", "FAST_PIPELINE_DEPTH", "FAST_EXECUTE_NS", "pipeline_depth"]
 
@@ -101,6 +101,15 @@ class DefaultScheduler:
         self._stopped = error
         while self._queue:
             self._queue.popleft().fail(error)
+
+    def cancel(self, payload: Payload) -> bool:
+        """Drop a cancelled ``payload`` from the queue and fail it CANCELLED; False when it is not queued."""
+        try:
+            self._queue.remove(payload)
+        except ValueError:
+            return False
+        payload.fail(cancelled_error())
+        return True
 
     # -- internals ----------------------------------------------------------
     def _pick(self) -> Executor | None:

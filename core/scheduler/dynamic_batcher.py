@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import Code, TritonError
 from ..validation import request_prefix
-from .base import Batch, Executor, Payload, QueueFull, Rejected, admit, no_instance_error
+from .base import Batch, Executor, Payload, QueueFull, Rejected, admit, cancelled_error, no_instance_error
 from .priority_queue import PriorityQueue, policy_from_config
 
 __all__ = ["DynamicBatcher", "shape_key"]
@@ -133,6 +133,15 @@ class DynamicBatcher:
         """Fail queued requests with ``error`` and refuse new ones."""
         self._stopped = error
         self._fail_queued(error)
+
+    def cancel(self, payload: Payload) -> bool:
+        """Drop a cancelled ``payload`` from the queue and fail it CANCELLED; False when it is not queued."""
+        if not self.queue.remove(payload):
+            return False
+        payload.fail(cancelled_error())
+        if self._order is not None:
+            self._order.flush()
+        return True
 
     # -- internals ---------------------------------------------------------------
     def _fail_queued(self, error: TritonError) -> None:
@@ -292,3 +301,6 @@ class _Holder:
 
     def on_executed(self, payload: Payload) -> None:
         self.inner.on_executed(payload)
+
+    def on_cancel(self, payload: Payload) -> None:
+        self.inner.on_cancel(payload)

@@ -176,6 +176,16 @@ class PriorityQueue:
         self._size -= len(out)
         return out
 
+    def remove(self, payload: Payload) -> bool:
+        """Take ``payload`` out of the queue (its client cancelled it); False when it is not queued."""
+        for queue in self._ordered():
+            for i, entry in enumerate(queue):
+                if entry.payload is payload:
+                    del queue[i]
+                    self._size -= 1
+                    return True
+        return False
+
     def drain(self) -> list[Payload]:
         """Remove and return everything."""
         return self.pop_first(self._size)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from ..memory.arena import SegmentTable
     from ..memory.region_map import RegionTable
+    from .cancel_board import CancelBoard
     from .channel import BlockingChannel
 
 __all__ = ["WorkerHost"]
@@ -30,6 +31,8 @@ class WorkerHost(Protocol):
     segments: SegmentTable
     #: client-registered shared-memory regions mapped in this worker
     regions: RegionTable
+    #: the requests the core marked cancelled (None until the core's CANCEL_BOARD frame arrived)
+    cancels: CancelBoard | None
 
     def allocate(self, nbytes: int) -> Any:
         """A block of ``nbytes`` bytes of this worker's output arena (any thread)."""

@@ -39,7 +39,8 @@ from ..logging import configure_worker_logging, set_worker_log_context
 from ..memory.arena import Arena, Segment, SegmentTable
 from ..memory.region_map import RegionTable
 from ..memory.shm_region import is_region_id
-from . import bls
+from . import bls, metric_cells
+from .cancel_board import CancelBoard
 from .channel import BlockingChannel
 from .heartbeat import serve_heartbeat
 from .hosting import (
@@ -99,6 +100,7 @@ class Worker:
         self.worker_id = worker_id
         self.segments = SegmentTable()
         self.regions = RegionTable()
+        self.cancels: CancelBoard | None = None
         self.arena_lock = threading.Lock()
         self.arena = Arena(owner_id=worker_id, on_segment=self._announce_segment, on_drop=self._drop_segment)
         #: the main thread's frames once threaded (those of the instance it runs, and SHUTDOWN)
@@ -107,6 +109,7 @@ class Worker:
         self.instances: dict[int, HostedInstance] = {}
         self.bls = bls.BlsClient(self)
         bls._client = self.bls
+        metric_cells._maker = metric_cells.CellMaker(self)
         self._frames: Any = None
         self._threaded = False
         self._threaded_lock = threading.Lock()
@@ -142,7 +145,7 @@ class Worker:
 
     # -- receiving ---------------------------------------------------------
     def _handle_control(self, message: list[Any], fds: list[int]) -> bool:
-        """Handle PING/SEGMENT/DROP_SEGMENT/REGION/RELEASE/INFER_RESPONSE at once; False for the rest."""
+        """Handle PING/SEGMENT/DROP_SEGMENT/REGION/RELEASE/INFER_RESPONSE/CANCEL_BOARD at once; False for the rest."""
         kind = message[0]
         if kind == Kind.PING:
             self.channel.send([Kind.PONG, message[1]])
@@ -165,6 +168,10 @@ class Worker:
                     self.arena.free(seg_id, offset)
         elif kind == Kind.INFER_RESPONSE:
             self.bls.on_response(message)
+        elif kind == Kind.CANCEL_BOARD:
+            if len(fds) != 1:
+                raise TritonError(Code.INTERNAL, "CANCEL_BOARD frame without exactly one fd")
+            self.cancels = CancelBoard.attach(int(message[1]), fds[0])
         else:
             for fd in fds:
                 os.close(fd)

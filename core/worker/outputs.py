@@ -148,6 +148,12 @@ class OutputWriter:
             )
         return requests
 
+    def is_cancelled(self, request: Request) -> bool:
+        """See :meth:`Request.is_cancelled` (any thread)."""
+        board = self.worker.cancels
+        token: _Token = request._token
+        return board is not None and board.is_set(token.batch_id, token.index)
+
     # -- outputs ----------------------------------------------------------
     def output_buffer(self, request: Request, datatype: str, shape: Sequence[int]) -> np.ndarray:
         """See :meth:`Request.output_buffer`."""

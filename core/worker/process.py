@@ -22,10 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..custom_metrics import WorkerCustomMetrics
 from ..errors import Code, TritonError
 from ..logging import log_manager
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
+from .cancel_board import CancelBoard
 from .channel import AsyncChannel
 from .heartbeat import Heartbeat
 from .launcher import ProcessHandle, TemplateError, TemplateLauncher, spawn_worker
@@ -171,6 +173,9 @@ class WorkerProcess:
         self._releases: list[list[int]] = []  # output blocks to give back with the next EXECUTE
         self._release_timer: asyncio.TimerHandle | None = None
         self._heartbeat: Heartbeat | None = None
+        self._cancels: CancelBoard | None = None  # created once the worker said HELLO
+        #: the custom metrics its model code made (pb_utils ``MetricFamily``), read at scrape time
+        self.metrics = WorkerCustomMetrics(pool.segments.resolve)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
@@ -226,6 +231,8 @@ class WorkerProcess:
                 f"{self.label}: worker speaks protocol version {hello[1]}, the core speaks {PROTOCOL_VERSION}; "
                 "the model environment has a different tritium installed",
             )
+        self._cancels = CancelBoard.create()
+        self._channel.send([Kind.CANCEL_BOARD, self._cancels.segment.size], [self._cancels.fd])
 
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` as a task held by this handle (a task nothing refers to may be collected)."""
@@ -282,6 +289,10 @@ class WorkerProcess:
             self._channel.close()
         if self._heartbeat is not None:
             self._heartbeat.close()
+        if self._cancels is not None:
+            self._cancels.close()
+            self._cancels = None
+        self.metrics.clear()
         if not self._stopping:
             if len(self.instances) > 1:
                 executing = sorted({batch.executor.name for batch in self._batches.values()})
@@ -505,6 +516,25 @@ class WorkerProcess:
         if self._timeouts.active:
             self._timeouts.handed(batch_id, instance_id)
 
+    def cancel(self, payload: Any) -> bool:
+        """Tell the model executing ``payload`` (a request of a batch sent here) that its client
+        cancelled it: its ``is_cancelled()`` answers True from now on (see :mod:`.cancel_board`).
+
+        :returns: False when no batch in flight here holds ``payload`` (or the board is full).
+        """
+        board = self._cancels
+        if board is None:
+            return False
+        for batches in (self._batches, self._open):
+            for batch_id, batch in batches.items():
+                for index, held in enumerate(batch.payloads):
+                    if held is payload:
+                        return board.mark(batch_id, index, self._in_flight)
+        return False
+
+    def _in_flight(self, batch_id: int) -> bool:
+        return batch_id in self._batches or batch_id in self._open
+
     def _execute_timed_out(self, batch_id: int, instance_id: int, seconds: float) -> None:
         del instance_id
         batch = self._batches.get(batch_id)
@@ -602,6 +632,8 @@ class WorkerProcess:
                 if self.bls is None:
                     raise TritonError(Code.INTERNAL, "BLS request from a worker that may not make them")
                 self.bls.start(self, int(message[1]), message[2])
+            elif kind == Kind.METRIC:
+                self.metrics.add(message)
             elif kind == Kind.INFER_RELEASE:
                 if self.bls is not None:
                     self.bls.release(self, int(message[1]), int(message[2]))

@@ -43,6 +43,12 @@ INFER_RELEASE      <-    call id, response index (the worker has copied the outp
 REGION             ->    region id, size to map in bytes, name, key (one fd attached: a
                          client's registered system shared-memory object; DROP_SEGMENT
                          with the region id drops it)
+CANCEL_BOARD       ->    size in bytes (one fd attached: the worker's cancel board, sent once,
+                         right after HELLO; see :mod:`.cancel_board`)
+METRIC             <-    model name, family name, help text, kind (0 counter, 1 gauge, 2
+                         histogram), labels (dict), bucket boundaries, and the cell's
+                         segment id, offset and byte size in the worker's arena (a custom
+                         metric of model code; see :mod:`.metric_cells`)
 =================  ====  ==========================================================
 
 Descriptors whose segment id names a region (:data:`~tritium.core.memory.shm_region.REGION_OWNER`
@@ -78,7 +84,7 @@ __all__ = [
     "ExecuteRequest",
 ]
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 HEADER = struct.Struct("<IB")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 MAX_FDS_PER_FRAME = 8
@@ -106,6 +112,8 @@ class Kind(enum.IntEnum):
     REGION = 17
     FINALIZE_INSTANCE = 18
     FINALIZE_MODEL = 19
+    CANCEL_BOARD = 20
+    METRIC = 21
 
 
 class SpawnKind(enum.IntEnum):
@@ -171,6 +179,10 @@ FRAMES: dict[Kind, Frame] = {
     Kind.REGION: Frame("->", ("region_id", "size", "name", "key"), fds=1),
     Kind.FINALIZE_INSTANCE: Frame("->", ("call_id", "instance_id")),
     Kind.FINALIZE_MODEL: Frame("->", ("call_id", "model_id")),
+    Kind.CANCEL_BOARD: Frame("->", ("size",), fds=1),
+    Kind.METRIC: Frame(
+        "<-", ("model", "family", "description", "kind", "labels", "buckets", "segment_id", "offset", "nbytes")
+    ),
 }
 
 #: one input of an EXECUTE request: ``[name, KServe datatype, shape, segment id, offset, nbytes]``

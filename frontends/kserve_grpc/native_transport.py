@@ -121,18 +121,23 @@ class _Waiting:
     without being sent, and the call is not kept alive meanwhile.
     """
 
-    __slots__ = ("call",)
+    __slots__ = ("call", "job")
 
     def __init__(self, call: Any) -> None:
         self.call: Any = call
+        self.job: Any = None  # cancels the request in the core (None: answered, or not started)
 
     def cancel(self) -> None:
-        """The client cancelled, disconnected or ran past its deadline."""
+        """The client cancelled, disconnected or ran past its deadline: so is the request."""
         self.call = None
+        job, self.job = self.job, None
+        if job is not None:
+            job.cancel()
 
     def reply(self, parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
         """The answer (see :meth:`.servicer.InferenceServicer.model_infer_submit`)."""
         call, self.call = self.call, None
+        self.job = None
         if call is None:
             return
         call.handler = _DONE
@@ -346,7 +351,9 @@ class NativeTransport(Transport):
         elif method.request is None:  # ModelInfer: started now, answered from the model's completion
             waiting = _Waiting(call)
             call.handler = waiting
-            method.handler(payload, waiting.reply)
+            job = method.handler(payload, waiting.reply)
+            if waiting.call is not None:  # not answered at once
+                waiting.job = job
         else:
             call.handler = self._loop.create_task(self._unary(call, method, payload))
 

@@ -42,7 +42,7 @@ from .shared_memory import SharedMemoryRpcs
 from .trace_logging import TraceLoggingRpcs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core import Cancellable, InferenceServer
 
 log = logging.getLogger("tritium.grpc")
 
@@ -180,10 +180,15 @@ class InferenceServicer(
             else:
                 future.set_result(b"".join(parts or ()))
 
-        self.model_infer_submit(data, reply)
-        return await future
+        job = self.model_infer_submit(data, reply)
+        try:
+            return await future
+        except asyncio.CancelledError:  # the client cancelled, went away or passed its deadline
+            if job is not None:
+                job.cancel()
+            raise
 
-    def model_infer_submit(self, data: bytes | memoryview, reply: InferReply) -> None:
+    def model_infer_submit(self, data: bytes | memoryview, reply: InferReply) -> Cancellable | None:
         """ModelInfer on serialized messages, answered from the model's completion (no task per call).
 
         ``reply(parts, None)`` gets the serialized response as parts to join
@@ -197,12 +202,14 @@ class InferenceServicer(
         reply is given, whether the call succeeds, fails or was cancelled
         meanwhile (the model still holds the request's tensors until it is
         done); a message that does not fit fails UNAVAILABLE before it is parsed.
+
+        Returns what cancels the request when the call is cancelled (None: already answered).
         """
         server, budget, size = self.server, self.budget, len(data)
         if not budget.reserve(size):
             log.info("gRPC: a ModelInfer was refused: %d bytes of requests are in flight already", budget.held)
             reply(None, budget.refusal())
-            return
+            return None
         held = [size]  # given back once, by the first reply
 
         def release_then(parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
@@ -222,12 +229,13 @@ class InferenceServicer(
                 trace = begin_trace(tracer, core_request, "GRPC", recv_ns)
                 if trace is not None:
                     answer = traced_done(tracer, trace, answer)
-            server.submit(core_request, answer)
+            return server.submit(core_request, answer)
         except TritonError as exc:
             release_then(None, exc)
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
             log.error("ModelInfer failed: %s", exc, exc_info=exc)
             release_then(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+        return None
 
     async def ModelStreamInfer(self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
         """Run every request of the stream as it arrives; write each response as it is ready.

@@ -33,7 +33,9 @@ Framing (RFC 9112):
   reading a response (the body timeout: no progress), or leaves a keep-alive
   connection idle (the idle timeout) is dropped (see
   :class:`~.connection_table.ConnectionTable`). A client that half-closes after sending its
-  request still gets the response.
+  request still gets the response, but the request is cancelled (as Go's ``net/http`` treats
+  it): an end of the stream or a lost connection before the answer calls ``cancel()`` on the
+  request's job (:attr:`HttpRequest.job`), and its model sees ``is_cancelled()``.
 - Lingering close (RFC 9112 section 9.6): a request refused before its body
   is read (413 from the headers, 503 for a full body budget, a malformed
   head) closes its connection, but not at once: a client still sending its
@@ -112,6 +114,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._eof = False
         self._reserved = 0  # bytes of the endpoint's body budget this connection holds
         self._stream: asyncio.Task[None] | None = None  # sending an HttpStreamResponse
+        self._serving: HttpRequest | None = None  # the request being answered (its job is cancelled if the client goes)
         self._drained: asyncio.Future[None] | None = None  # a stream waits for the transport to drain
         #: monotonic time of the last progress, for the stall and idle checks
         self.progress = 0.0
@@ -132,6 +135,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._table.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_serving()
         self._state = _CLOSED
         self._table.discard(self)
         if self._stream is not None:
@@ -144,6 +148,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         # a half-close: answer what was sent, then close
         self._eof = True
         if self._state == _BUSY or self._write_paused:
+            self._cancel_serving()  # as Go's net/http: a client that closed its side is gone
             return True
         if self._state in (_BODY, _CHUNKED, _LINGER):  # the client gave up in the middle of a body
             return False
@@ -355,6 +360,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         assert request is not None
         self._request = None
         self._state = _BUSY
+        self._serving = request
         self._head_only = request.method == "HEAD"
         request.body_block = self._current_block = self._body_block
         self._body_block = None
@@ -372,6 +378,7 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def _respond(self, response: HttpResponse) -> None:
         """Write ``response``; then (once it is on the wire) go on with the next request."""
+        self._serving = None
         if response.__class__ is not HttpResponse and isinstance(response, HttpStreamResponse):
             self._respond_stream(response)
             return
@@ -422,6 +429,12 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._process()  # a pipelined request is waiting
         else:
             self._resume_reading()
+
+    def _cancel_serving(self) -> None:
+        """The client went away before the answer: cancel the work started for it (its model sees it)."""
+        request, self._serving = self._serving, None
+        if request is not None and request.job is not None and self._state == _BUSY:
+            request.job.cancel()
 
     def _respond_stream(self, response: HttpStreamResponse) -> None:
         """Write the head of a streamed response, then its pieces from a task (:meth:`_pump`)."""

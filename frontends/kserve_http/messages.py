@@ -29,9 +29,12 @@ class HttpRequest:
     :ivar body_block: the arena block holding ``body`` when it was received into the
         core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
         held by the connection until the response is sent), else None.
+    :ivar job: what cancels the work a handler started for it (``job.cancel()``: an
+        inference request, :class:`~tritium.core.servable.Cancellable`), called when the
+        client closes its connection before the answer; None: nothing to cancel.
     """
 
-    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond")
+    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond", "job")
 
     def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -43,6 +46,7 @@ class HttpRequest:
         self.route: Any = None
         #: answers the request (exactly once): for a handler that answers later, from a callback
         self.respond: Callable[[HttpResponse], None] = _unset
+        self.job: Any = None
 
 
 class HttpResponse:

@@ -254,7 +254,7 @@ def _submit(
             done = traced_done(tracer, trace, done)
     inflight.enter()
     try:
-        ctx.server.submit(ireq, done, model)
+        request.job = ctx.server.submit(ireq, done, model)
     except TritonError as exc:
         inflight.leave()
         return error_response(exc)

@@ -143,6 +143,11 @@ class TritiumCollector:
         families += [f for f in summaries if f.samples]
         if self.system is not None:
             families += self.system.families()
+        for custom in self.server.custom_metrics():  # model code's (pb_utils MetricFamily)
+            family = Metric(custom.name, custom.description, custom.type)
+            for sample in custom.samples:
+                family.add_sample(sample.name, sample.labels, sample.value)
+            families.append(family)
         return families
 
 
@@ -233,15 +238,21 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
+def _label_order(item: tuple[str, Any]) -> tuple[bool, str]:
+    return (item[0] == "le", item[0])
+
+
 def render(families: Iterable[Metric]) -> bytes:
-    """Prometheus text exposition (format 0.0.4) of ``families``, names unchanged, labels sorted."""
+    """Prometheus text exposition (format 0.0.4) of ``families``, names unchanged, labels sorted
+    (a histogram bucket's ``le`` last, as Triton writes it)."""
     lines: list[str] = []
     for family in families:
         lines.append(f"# HELP {family.name} {family.documentation}")
         lines.append(f"# TYPE {family.name} {family.type}")
         for sample in family.samples:
             if sample.labels:
-                labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(sample.labels.items()))
+                items = sorted(sample.labels.items(), key=_label_order)
+                labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in items)
                 lines.append(f"{sample.name}{{{labels}}} {_number(sample.value)}")
             else:
                 lines.append(f"{sample.name} {_number(sample.value)}")

@@ -85,6 +85,14 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     tmp = tmp_path_factory.mktemp(f"grpc_budget_{request.param}")
     repo = tmp / "models"
     add_model(repo, "gated", GATED_CONFIG, files={"1/model.py": GATED.format(gate=str(tmp / "gate"))})
+    # three instances: three requests all execute at once (none waits in the scheduler's queue,
+    # where a cancelled request would be dropped and give its bytes back at once)
+    add_model(
+        repo,
+        "gated_wide",
+        GATED_CONFIG.replace("count: 1", "count: 3"),
+        files={"1/model.py": GATED.format(gate=str(tmp / "gate"))},
+    )
     proc = ServerProcess(
         [repo],
         [f"--max-request-bytes={LIMIT}", f"--max-inflight-request-bytes={BUDGET}", "--allow-metrics=false"],
@@ -234,7 +242,9 @@ def test_http_bodies_and_grpc_messages_share_the_budget(server: ServerProcess, s
 
 
 def test_cancelled_calls_hold_their_bytes_until_the_model_is_done_then_give_them_back(stub: Any, gate: Gate) -> None:
-    held = [stub.ModelInfer.future(message("gated", tensor(40 + i)), timeout=120) for i in range(3)]
+    """Cancelled while their model executes them (it sees ``is_cancelled()``), requests keep their
+    bytes until it is done with their tensors."""
+    held = [stub.ModelInfer.future(message("gated_wide", tensor(40 + i)), timeout=120) for i in range(3)]
     wait_full(stub)
     for future in held:
         future.cancel()
@@ -247,7 +257,7 @@ def test_cancelled_calls_hold_their_bytes_until_the_model_is_done_then_give_them
     # a stream cancelled while its requests are held
     sent: queue.Queue[pb.ModelInferRequest | None] = queue.Queue()
     for i in range(3):
-        sent.put(message("gated", tensor(50 + i), f"c{i}"))
+        sent.put(message("gated_wide", tensor(50 + i), f"c{i}"))
     stream = stub.ModelStreamInfer(iter(sent.get, None), timeout=120)
     wait_full(stub)
     stream.cancel()

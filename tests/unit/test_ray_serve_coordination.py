@@ -59,6 +59,10 @@ class FakeServer:
         """What the metrics collector reads (no model is loaded as far as it knows)."""
         return MetricsSnapshot((), MemoryMetrics(self.count, 0, 0, 0, 0, 0))
 
+    def custom_metrics(self) -> list[Any]:
+        """The models' own metric families (none here)."""
+        return []
+
     def model_ready(self, name: str, version: str = "") -> bool:
         return name in self.models
 

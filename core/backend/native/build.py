@@ -91,6 +91,7 @@ extern "Python" TRITONSERVER_Error* tritium_py_response_send(TRITONBACKEND_Respo
 extern "Python" void tritium_py_response_delete(TRITONBACKEND_Response*);
 extern "Python" TRITONSERVER_Error* tritium_py_factory_send_flags(int64_t, uint32_t);
 extern "Python" TRITONSERVER_Error* tritium_py_request_release(int64_t, uint32_t);
+extern "Python" TRITONSERVER_Error* tritium_py_request_is_cancelled(int64_t, bool*);
 extern "Python" void tritium_py_log(int, const char*, int, const char*);
 extern "Python" TRITONSERVER_Error* tritium_py_model_set_config(int64_t, const char*, size_t);
 """

@@ -228,6 +228,13 @@ def install_callbacks(ffi: Any) -> None:
         entry.released = True
         _forget_if_done(entry)
 
+    @ffi.def_extern(name="tritium_py_request_is_cancelled")
+    @guarded
+    def request_is_cancelled(request: int, is_cancelled: Any) -> None:
+        # the request of a response factory may be complete (and forgotten): not cancelled then
+        entry = _registry.requests.get(int(request))
+        is_cancelled[0] = entry is not None and entry.request.is_cancelled()
+
     @ffi.def_extern(name="tritium_py_log")
     def log_message(level: int, filename: Any, line: int, msg: Any) -> None:
         py_level = _LOG_LEVELS[level] if 0 <= level < len(_LOG_LEVELS) else logging.INFO

@@ -123,6 +123,7 @@ static TRITONSERVER_Error* tritium_py_response_send(
 static void tritium_py_response_delete(TRITONBACKEND_Response* response);
 static TRITONSERVER_Error* tritium_py_factory_send_flags(int64_t request, uint32_t flags);
 static TRITONSERVER_Error* tritium_py_request_release(int64_t request, uint32_t flags);
+static TRITONSERVER_Error* tritium_py_request_is_cancelled(int64_t request, bool* is_cancelled);
 static void tritium_py_log(int level, const char* filename, int line, const char* msg);
 static TRITONSERVER_Error* tritium_py_model_set_config(
     int64_t model, const char* json, size_t size);
@@ -375,16 +376,14 @@ TRITONSERVER_Error* TRITONBACKEND_RequestId(TRITONBACKEND_Request* request, cons
 TRITONSERVER_Error* TRITONBACKEND_RequestIsCancelled(TRITONBACKEND_Request* request, bool* is_cancelled)
 {
   REQUIRE(request && is_cancelled, "TRITONBACKEND_RequestIsCancelled: NULL argument");
-  *is_cancelled = false;
-  return NULL;
+  return tritium_py_request_is_cancelled(request->handle, is_cancelled);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseFactoryIsCancelled(
     TRITONBACKEND_ResponseFactory* factory, bool* is_cancelled)
 {
   REQUIRE(factory && is_cancelled, "TRITONBACKEND_ResponseFactoryIsCancelled: NULL argument");
-  *is_cancelled = false;
-  return NULL;
+  return tritium_py_request_is_cancelled(factory->request, is_cancelled);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request* request, uint64_t* id)
