@@ -293,6 +293,11 @@ async def _infer_offloaded(
         request.respond(answer)
 
 
+#: an empty body with no Inference-Header-Content-Length (Triton 2.51 takes it for a raw input of 0 bytes)
+_EMPTY_BODY = (
+    "the inference request body is empty: expected the request's JSON (or, for one raw binary input, "
+    "the 'Inference-Header-Content-Length: 0' header)"
+)
 _DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
@@ -325,7 +330,10 @@ def _parse(
         inflated = _decompress(body, encoding, ctx.max_request_bytes)
     view = memoryview(body if inflated is None else inflated)
     name = request.params["model"]
-    length = codec.header_length(headers.get(_IHCL), len(view))
+    declared = headers.get(_IHCL)
+    if not view and declared is None:
+        raise TritonError(Code.INVALID_ARG, _EMPTY_BODY)
+    length = codec.header_length(declared, len(view))
     if length > ctx.max_json_bytes:
         raise BodyTooLarge(
             f"the JSON of the request ({length} bytes) exceeds the maximum of {ctx.max_json_bytes} bytes "
