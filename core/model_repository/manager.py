@@ -42,7 +42,15 @@ from ..servable import Servable
 from ..worker.supervisor import WorkerSupervisor
 from .dependencies import EnsembleDependencies, closure, composing_of, composing_of_source, load_layers
 from .lifecycle import NOT_LOADED, UNLOADED, ModelEntry, ModelState, VersionStatus
-from .loading import behind_cache, check_config_paths, client_places, ensemble_config, load_version, read_model_config
+from .loading import (
+    OverrideTooDeep,
+    behind_cache,
+    check_config_paths,
+    client_places,
+    ensemble_config,
+    load_version,
+    read_model_config,
+)
 from .lookups import ModelLookups
 from .paths import check_model_name, redact_paths
 from .remote import RemoteRepository, is_remote
@@ -364,6 +372,8 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 if first:
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
+                if isinstance(exc, OverrideTooDeep):
+                    raise TritonError(Code.INVALID_ARG, f"failed to load '{name}': {exc.message}") from None
                 if from_request:
                     raise TritonError(
                         Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository"
