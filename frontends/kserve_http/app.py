@@ -57,6 +57,8 @@ class HTTPFrontend:
     :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
+    :param max_decompressed_bytes: the most a compressed body may inflate to (0: ``max_request_bytes``;
+        413 past it); the inflated bytes count against the in-flight budget as they grow (503).
     """
 
     name = "http"
@@ -71,11 +73,12 @@ class HTTPFrontend:
         timeouts: HttpTimeouts | None = None,
         tls: Any = None,
         max_json_bytes: int = 0,
+        max_decompressed_bytes: int = 0,
     ) -> None:
         self.server = server
         self.address = address
         self.port = port
-        self.context = EndpointContext(server, max_request_bytes, max_json_bytes)
+        self.context = EndpointContext(server, max_request_bytes, max_json_bytes, max_decompressed_bytes)
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
         self.connections = ConnectionTable(timeouts)
@@ -235,4 +238,5 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
         ),
         options.network.http_tls,
         options.network.max_json_request_bytes,
+        options.network.max_decompressed_request_bytes,
     )

@@ -100,6 +100,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._body_pos = 0
         self._body_block: Any = None  # the arena block a body is being received into
         self._current_block: Any = None  # the arena block of the request being answered
+        self._current: HttpRequest | None = None  # the request being answered (its budget hold)
         self._parser: Any = None
         self._chunk_head: Head | None = None
         self._chunk_buffer: memoryview | None = None
@@ -357,6 +358,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._state = _BUSY
         self._head_only = request.method == "HEAD"
         request.body_block = self._current_block = self._body_block
+        self._current = request
         self._body_block = None
         try:
             self._dispatcher.dispatch(request, self._respond)
@@ -477,6 +479,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         """The response is on the wire (or the client gone): its shared memory and the body go back."""
         release, self._pending_release = self._pending_release, None
         block, self._current_block = self._current_block, None
+        answered, self._current = self._current, None
+        if answered is not None and answered.hold is not None:
+            answered.hold.release()
         if self._reserved:
             self._dispatcher.unreserve(self._reserved)
             self._reserved = 0

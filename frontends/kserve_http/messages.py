@@ -29,9 +29,11 @@ class HttpRequest:
     :ivar body_block: the arena block holding ``body`` when it was received into the
         core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
         held by the connection until the response is sent), else None.
+    :ivar hold: what the request holds of the in-flight budget besides its body (an inflated
+        body: :class:`~.inflate.BudgetHold`), released by the connection with the response; or None.
     """
 
-    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond")
+    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond", "hold")
 
     def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -41,6 +43,7 @@ class HttpRequest:
         self.params: dict[str, str] = {}
         self.body_block: Any = None
         self.route: Any = None
+        self.hold: Any = None
         #: answers the request (exactly once): for a handler that answers later, from a callback
         self.respond: Callable[[HttpResponse], None] = _unset
 
