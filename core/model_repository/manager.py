@@ -115,7 +115,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         return roots
 
     async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
-        return await asyncio.to_thread(scan, await self._roots())
+        return await asyncio.to_thread(scan, await self._roots(), self.options.model_config_name)
 
     def _lock(self, name: str) -> asyncio.Lock:
         lock = self._locks.get(name)
@@ -212,7 +212,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 log.error("failed to load '%s': the model configuration must be provided with model files", name)
                 raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
             folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
-            source = ModelSource(name, folder, folder.parent)
+            source = ModelSource(name, folder, folder.parent, self.options.model_config_name)
         else:
             sources, _ = await self._scan()
             found = sources.get(name)
@@ -274,7 +274,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         names: set[str] = set()
         try:
             roots = [str(self._remote[u].local) if u in self._remote else u for u in self.options.model_repositories]
-            sources, duplicates = scan(roots)
+            sources, duplicates = scan(roots, self.options.model_config_name)
             names = set(sources) | duplicates
         except TritonError:
             pass
@@ -460,9 +460,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     labels = read_labels(source.path, ensemble)
                     model: Servable = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
                 else:
-                    model = await load_version(
-                        name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
-                    )
+                    model = await self._load_retried(name, status.version, source, config, gpus)
                 try:
                     status.model = behind_cache(model, self.cache)
                 except TritonError:
@@ -481,6 +479,33 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 return
         status.move(ModelState.READY)
         log.info("successfully loaded '%s' version %d", name, status.version)
+
+    async def _load_retried(
+        self, name: str, version: int, source: ModelSource, config: mc.ModelConfig, gpus: Any
+    ) -> Servable:
+        """:func:`~.loading.load_version`, tried again up to ``--model-load-retry-count`` times when it
+        fails (Triton's ``load_retry``: at once, each try a fresh start of the backend's model and instances).
+
+        :raises TritonError: the last try's error.
+        """
+        retries = self.options.model_load_retries
+        for attempt in range(retries + 1):
+            try:
+                return await load_version(
+                    name, version, source, config, gpus, self.options, self.instance_options, self.pool
+                )
+            except TritonError as exc:
+                if attempt == retries:
+                    raise
+                log.warning(
+                    "failed to load '%s' version %d, trying again (try %d of %d failed): %s",
+                    name,
+                    version,
+                    attempt + 1,
+                    retries + 1,
+                    exc.message,
+                )
+        raise AssertionError("unreachable")
 
     def _unload_entry(self, entry: ModelEntry) -> None:
         """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).
