@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_JSON_BYTES",
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_HTTP_MAX_CONNECTIONS",
 ]
 
 #: the default ``--max-request-bytes``: a 256 MiB tensor and its header fit (Triton 2.51 has no
@@ -37,6 +38,11 @@ DEFAULT_MAX_JSON_BYTES = 32 << 20
 #: later ``--http-max-input-size`` default, 64 MB): a gzip body of 64 KiB can hold that much, so this,
 #: not the body's own size, is what one compressed request costs
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 << 20
+
+
+#: the default ``--http-max-connections`` (an idle connection costs about 3 kB of the core's memory:
+#: docs/security.md)
+DEFAULT_HTTP_MAX_CONNECTIONS = 10_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,6 +77,9 @@ class NetworkSettings:
     :ivar max_decompressed_request_bytes: the most a compressed (gzip, deflate) HTTP body may inflate
         to (``--max-decompressed-request-bytes``, never above ``--max-request-bytes``): 413 past it;
         the inflated bytes count against the in-flight budget as they grow.
+    :ivar http_max_connections: the most HTTP connections open at once (``--http-max-connections``);
+        one more is answered 503 and closed as it is accepted. Besides it, a connection accepted
+        near the open-file limit is refused the same way (see ``fd_reserve`` in the HTTP endpoint).
     :ivar http_header_timeout_s: a request head must be complete this long after its first byte.
     :ivar http_body_timeout_s: a request body (or a response being sent) may stall this long.
     :ivar http_idle_timeout_s: a keep-alive connection may wait this long for a request.
@@ -83,6 +92,7 @@ class NetworkSettings:
     max_inflight_request_bytes: int = 0
     max_json_request_bytes: int = DEFAULT_MAX_JSON_BYTES
     max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    http_max_connections: int = DEFAULT_HTTP_MAX_CONNECTIONS
     http_header_timeout_s: float = 30.0
     http_body_timeout_s: float = 60.0
     http_idle_timeout_s: float = 300.0

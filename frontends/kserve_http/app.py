@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import Code, InferenceServer, TritonError
 from .body import body_too_large
 from .connection import HttpConnection
-from .connection_table import ConnectionTable, HttpTimeouts
+from .connection_table import DEFAULT_MAX_CONNECTIONS, ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
@@ -59,6 +59,7 @@ class HTTPFrontend:
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
     :param max_decompressed_bytes: the most a compressed body may inflate to (0: ``max_request_bytes``;
         413 past it); the inflated bytes count against the in-flight budget as they grow (503).
+    :param max_connections: the most connections open at once (``--http-max-connections``; 503 past it).
     """
 
     name = "http"
@@ -74,6 +75,7 @@ class HTTPFrontend:
         tls: Any = None,
         max_json_bytes: int = 0,
         max_decompressed_bytes: int = 0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.server = server
         self.address = address
@@ -81,7 +83,7 @@ class HTTPFrontend:
         self.context = EndpointContext(server, max_request_bytes, max_json_bytes, max_decompressed_bytes)
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
-        self.connections = ConnectionTable(timeouts)
+        self.connections = ConnectionTable(timeouts, max_connections)
         #: bytes of request bodies being received or handled: the server's budget, shared with gRPC
         self.budget = server.body_budget
         self.tls = tls
@@ -239,4 +241,5 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
         options.network.http_tls,
         options.network.max_json_request_bytes,
         options.network.max_decompressed_request_bytes,
+        options.network.http_max_connections,
     )
