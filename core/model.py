@@ -50,6 +50,22 @@ log = logging.getLogger("tritium.model")
 __all__ = ["Model", "Done"]
 
 
+def failure_reason(error: BaseException | None, cancelled: bool) -> str | None:
+    """The reason label a finished request is counted under as a failure (None: a success).
+
+    Triton's reasons: ``REJECTED`` (refused by the scheduler: queue policy, timeout),
+    ``CANCELED`` (an error with code CANCELLED, or ``cancelled``: the caller cancelled or
+    went away before the final response, however the model ended it), ``BACKEND`` (any
+    other error). Triton 2.51 counts a cancelled request the model ran to the end, and an
+    error response of a python model, as successes (docs/compatibility.md).
+    """
+    if cancelled or (isinstance(error, TritonError) and error.code == Code.CANCELLED):
+        return "CANCELED"
+    if error is None:
+        return None
+    return "REJECTED" if isinstance(error, Rejected) else "BACKEND"
+
+
 class Model(BatcherServices):
     """One loaded version of a model.
 
@@ -224,7 +240,11 @@ class Model(BatcherServices):
                 future.set_result(response)  # type: ignore[arg-type]
 
         self.submit(request, done)
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:  # the caller went away before the response: counted CANCELED
+            request.cancelled = True
+            raise
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Run one request and yield each response as it comes (decoupled models: zero or more).
@@ -234,6 +254,7 @@ class Model(BatcherServices):
         """
         self._enter()
         pending: PendingRequest | None = None
+        finished = False
         try:
             payload = self._staging.stage(request, True)
             pending = payload.context
@@ -241,10 +262,13 @@ class Model(BatcherServices):
             assert pending.queue is not None
             while True:
                 response = await pending.queue.get()
+                finished = response.final
                 yield response
-                if response.final:
+                if finished:
                     return
         finally:
+            if pending is not None and not finished:  # the caller stopped before the final response
+                request.cancelled = True
             if pending is not None and pending.queue is not None:
                 queue, pending.queue = pending.queue, None  # later responses: released on arrival
                 while not queue.empty():
@@ -329,8 +353,9 @@ class Model(BatcherServices):
         if pending.null or isinstance(pending.error, QueueFull):
             return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns
-        if pending.error is not None:
-            self.stats.record_failure(request_ns, "REJECTED" if isinstance(pending.error, Rejected) else "BACKEND")
+        reason = failure_reason(pending.error, pending.request.cancelled)
+        if reason is not None:
+            self.stats.record_failure(request_ns, reason)
             return
         self._record_success(payload, request_ns)
 

@@ -121,14 +121,18 @@ class _Waiting:
     without being sent, and the call is not kept alive meanwhile.
     """
 
-    __slots__ = ("call",)
+    __slots__ = ("call", "request")
 
     def __init__(self, call: Any) -> None:
         self.call: Any = call
+        #: the request handed to the model (None: refused before), marked cancelled with the call
+        self.request: Any = None
 
     def cancel(self) -> None:
-        """The client cancelled, disconnected or ran past its deadline."""
+        """The client cancelled, disconnected or ran past its deadline (the statistics count it CANCELED)."""
         self.call = None
+        if self.request is not None:
+            self.request.cancelled = True
 
     def reply(self, parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
         """The answer (see :meth:`.servicer.InferenceServicer.model_infer_submit`)."""
@@ -346,7 +350,7 @@ class NativeTransport(Transport):
         elif method.request is None:  # ModelInfer: started now, answered from the model's completion
             waiting = _Waiting(call)
             call.handler = waiting
-            method.handler(payload, waiting.reply)
+            waiting.request = method.handler(payload, waiting.reply)
         else:
             call.handler = self._loop.create_task(self._unary(call, method, payload))
 

@@ -180,10 +180,15 @@ class InferenceServicer(
             else:
                 future.set_result(b"".join(parts or ()))
 
-        self.model_infer_submit(data, reply)
-        return await future
+        request = self.model_infer_submit(data, reply)
+        try:
+            return await future
+        except asyncio.CancelledError:  # cancelled, disconnected or past its deadline: counted CANCELED
+            if request is not None:
+                request.cancelled = True
+            raise
 
-    def model_infer_submit(self, data: bytes | memoryview, reply: InferReply) -> None:
+    def model_infer_submit(self, data: bytes | memoryview, reply: InferReply) -> InferenceRequest | None:
         """ModelInfer on serialized messages, answered from the model's completion (no task per call).
 
         ``reply(parts, None)`` gets the serialized response as parts to join
@@ -197,12 +202,15 @@ class InferenceServicer(
         reply is given, whether the call succeeds, fails or was cancelled
         meanwhile (the model still holds the request's tensors until it is
         done); a message that does not fit fails UNAVAILABLE before it is parsed.
+
+        :returns: the request handed to the model (the transport marks it ``cancelled`` when
+            its call is cancelled: the statistics count it CANCELED), or None when refused first.
         """
         server, budget, size = self.server, self.budget, len(data)
         if not budget.reserve(size):
             log.info("gRPC: a ModelInfer was refused: %d bytes of requests are in flight already", budget.held)
             reply(None, budget.refusal())
-            return
+            return None
         held = [size]  # given back once, by the first reply
 
         def release_then(parts: list[bytes | memoryview] | None, error: TritonError | None) -> None:
@@ -225,9 +233,12 @@ class InferenceServicer(
             server.submit(core_request, answer)
         except TritonError as exc:
             release_then(None, exc)
+            return None
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
             log.error("ModelInfer failed: %s", exc, exc_info=exc)
             release_then(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))
+            return None
+        return core_request
 
     async def ModelStreamInfer(self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Any) -> None:
         """Run every request of the stream as it arrives; write each response as it is ready.
