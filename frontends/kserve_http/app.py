@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import Code, InferenceServer, TritonError
 from .body import body_too_large
 from .connection import HttpConnection
-from .connection_table import DEFAULT_MAX_CONNECTIONS, ConnectionTable, HttpTimeouts
+from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
@@ -59,7 +59,8 @@ class HTTPFrontend:
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
     :param max_decompressed_bytes: the most a compressed body may inflate to (0: ``max_request_bytes``;
         413 past it); the inflated bytes count against the in-flight budget as they grow (503).
-    :param max_connections: the most connections open at once (``--http-max-connections``; 503 past it).
+    :param max_connections: the most connections open at once (``--http-max-connections``; 503 past it;
+        0: no bound but the open-file limit's, which always applies).
     """
 
     name = "http"
@@ -75,7 +76,7 @@ class HTTPFrontend:
         tls: Any = None,
         max_json_bytes: int = 0,
         max_decompressed_bytes: int = 0,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int = 0,
     ) -> None:
         self.server = server
         self.address = address

@@ -12,15 +12,11 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ...core.network import DEFAULT_HTTP_MAX_CONNECTIONS
 from .connection import HttpConnection
 
 log = logging.getLogger("tritium.http")
 
-__all__ = ["ConnectionTable", "HttpTimeouts", "STALL_TIMEOUT_S", "DEFAULT_MAX_CONNECTIONS", "fd_reserve"]
-
-#: the default ``--http-max-connections``
-DEFAULT_MAX_CONNECTIONS = DEFAULT_HTTP_MAX_CONNECTIONS
+__all__ = ["ConnectionTable", "HttpTimeouts", "STALL_TIMEOUT_S", "fd_reserve"]
 #: a refused connection is logged at most this often, seconds
 _REFUSAL_LOG_S = 10.0
 
@@ -57,10 +53,11 @@ class ConnectionTable:
     """The open connections of one endpoint; drops the ones past a timeout (checked once a second).
 
     :param timeouts: the :class:`HttpTimeouts`.
-    :param max_connections: the most connections open at once (``--http-max-connections``).
+    :param max_connections: the most connections open at once (``--http-max-connections``; 0: no
+        bound but the open-file limit's).
     """
 
-    def __init__(self, timeouts: HttpTimeouts | None = None, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+    def __init__(self, timeouts: HttpTimeouts | None = None, max_connections: int = 0) -> None:
         self.timeouts = timeouts or HttpTimeouts()
         self.max_connections = max_connections
         self._open: set[HttpConnection] = set()
@@ -76,7 +73,7 @@ class ConnectionTable:
         change) means that many are open. The first refusal in 10 s is logged.
         """
         why = None
-        if len(self._open) >= self.max_connections:
+        if self.max_connections and len(self._open) >= self.max_connections:
             why = f"the HTTP endpoint holds its maximum of {self.max_connections} connections (--http-max-connections)"
         elif sock is not None:
             soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
