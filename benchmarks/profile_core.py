@@ -80,6 +80,9 @@ class _Transport:
     def get_write_buffer_size(self) -> int:
         return 0
 
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default  # no socket: the connection bound is not checked
+
     def is_closing(self) -> bool:
         return self.closing
 

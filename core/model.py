@@ -56,11 +56,20 @@ CANCEL_RETRY_S = 0.005
 CANCEL_RETRY_MAX_S = 0.1
 
 
-def _failure_reason(error: TritonError) -> str:
-    """Triton's failure reason of a request that failed with ``error`` (``nv_inference_request_failure``)."""
-    if isinstance(error, Rejected):
-        return "REJECTED"
-    return "CANCELED" if error.code == Code.CANCELLED else "BACKEND"
+def failure_reason(error: BaseException | None, cancelled: bool) -> str | None:
+    """The reason label a finished request is counted under as a failure (None: a success).
+
+    Triton's reasons: ``REJECTED`` (refused by the scheduler: queue policy, timeout),
+    ``CANCELED`` (an error with code CANCELLED, or ``cancelled``: the caller cancelled or
+    went away before the final response, however the model ended it), ``BACKEND`` (any
+    other error). Triton 2.51 counts a cancelled request the model ran to the end, and an
+    error response of a python model, as successes (docs/compatibility.md).
+    """
+    if cancelled or (isinstance(error, TritonError) and error.code == Code.CANCELLED):
+        return "CANCELED"
+    if error is None:
+        return None
+    return "REJECTED" if isinstance(error, Rejected) else "BACKEND"
 
 
 class Model(BatcherServices):
@@ -259,6 +268,7 @@ class Model(BatcherServices):
         self._enter()
         pending: PendingRequest | None = None
         payload: Payload | None = None
+        finished = False
         try:
             payload = self._staging.stage(request, True)
             pending = payload.context
@@ -266,10 +276,13 @@ class Model(BatcherServices):
             assert pending.queue is not None
             while True:
                 response = await pending.queue.get()
+                finished = response.final
                 yield response
-                if response.final:
+                if finished:
                     return
         finally:
+            if pending is not None and not finished:  # the caller stopped before the final response
+                request.cancelled = True
             if pending is not None and pending.queue is not None:
                 queue, pending.queue = pending.queue, None  # later responses: released on arrival
                 while not queue.empty():
@@ -289,6 +302,7 @@ class Model(BatcherServices):
         limiter): looked for again, every :data:`CANCEL_RETRY_S` doubling up to
         :data:`CANCEL_RETRY_MAX_S`, until it runs (then the model is told) or ends.
         """
+        payload.context.request.cancelled = True  # counted CANCELED however it ends
         self._cancel(payload, CANCEL_RETRY_S)
 
     def _cancel(self, payload: Payload, retry_s: float) -> None:
@@ -381,8 +395,9 @@ class Model(BatcherServices):
         if pending.null or isinstance(pending.error, QueueFull):
             return  # a null request, or one refused before Triton would track it
         request_ns = pending.done_ns - payload.arrival_ns
-        if pending.error is not None:
-            self.stats.record_failure(request_ns, _failure_reason(pending.error))
+        reason = failure_reason(pending.error, pending.request.cancelled)
+        if reason is not None:
+            self.stats.record_failure(request_ns, reason)
             return
         self._record_success(payload, request_ns)
 

@@ -253,9 +253,10 @@ class ModelInstance:
             log.info("restarting model instance '%s'", self.name)
             try:
                 await self.start(self._config)
-            except TritonError as exc:
-                log.error("restart of model instance '%s' failed: %s", self.name, exc)
+            except Exception as exc:  # any failure (EMFILE at the descriptor limit included) is tried again
                 delay = min(delay * 2, self._options.restart_backoff_max_s)
+                why = exc.message if isinstance(exc, TritonError) else f"{type(exc).__name__}: {exc}"
+                log.error("restart of model instance '%s' failed: %s; trying again in %g s", self.name, why, delay)
                 continue
             self.restarts += 1
             log.info("model instance '%s' restarted (pid %s)", self.name, self.pid)

@@ -9,11 +9,20 @@ they start, in the core process. One :class:`BodyBudget` per server
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from .errors import Code, TritonError
 
-__all__ = ["BodyBudget", "NetworkSettings", "TlsFiles", "DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_MAX_JSON_BYTES"]
+__all__ = [
+    "BodyBudget",
+    "NetworkSettings",
+    "TlsFiles",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_JSON_BYTES",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_HTTP_MAX_CONNECTIONS",
+]
 
 #: the default ``--max-request-bytes``: a 256 MiB tensor and its header fit (Triton 2.51 has no
 #: HTTP limit and 2 GiB on gRPC; its later ``--http-max-input-size`` defaults to 64 MB)
@@ -23,6 +32,17 @@ DEFAULT_MAX_REQUEST_BYTES = 512 << 20
 #: the default ``--max-json-request-bytes``: about a second of parsing on one core (larger
 #: tensors go as binary data, as tritonclient sends them by default)
 DEFAULT_MAX_JSON_BYTES = 32 << 20
+
+
+#: the default ``--max-decompressed-request-bytes``: what one compressed HTTP body may inflate to (Triton's
+#: later ``--http-max-input-size`` default, 64 MB): a gzip body of 64 KiB can hold that much, so this,
+#: not the body's own size, is what one compressed request costs
+DEFAULT_MAX_DECOMPRESSED_BYTES = 64 << 20
+
+
+#: the default ``--http-max-connections`` (an idle connection costs about 3 kB of the core's memory:
+#: docs/security.md)
+DEFAULT_HTTP_MAX_CONNECTIONS = 10_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -54,6 +74,12 @@ class NetworkSettings:
         holds the interpreter for the whole parse, so it is bounded more tightly than binary data.
         The same bound holds for the part of a gRPC ``ModelInferRequest`` that is not
         ``raw_input_contents`` (typed ``contents``, parsed an element at a time).
+    :ivar max_decompressed_request_bytes: the most a compressed (gzip, deflate) HTTP body may inflate
+        to (``--max-decompressed-request-bytes``, never above ``--max-request-bytes``): 413 past it;
+        the inflated bytes count against the in-flight budget as they grow.
+    :ivar http_max_connections: the most HTTP connections open at once (``--http-max-connections``);
+        one more is answered 503 and closed as it is accepted. Besides it, a connection accepted
+        near the open-file limit is refused the same way (see ``fd_reserve`` in the HTTP endpoint).
     :ivar http_header_timeout_s: a request head must be complete this long after its first byte.
     :ivar http_body_timeout_s: a request body (or a response being sent) may stall this long.
     :ivar http_idle_timeout_s: a keep-alive connection may wait this long for a request.
@@ -65,6 +91,8 @@ class NetworkSettings:
 
     max_inflight_request_bytes: int = 0
     max_json_request_bytes: int = DEFAULT_MAX_JSON_BYTES
+    max_decompressed_request_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    http_max_connections: int = DEFAULT_HTTP_MAX_CONNECTIONS
     http_header_timeout_s: float = 30.0
     http_body_timeout_s: float = 60.0
     http_idle_timeout_s: float = 300.0
@@ -83,17 +111,19 @@ class BodyBudget:
     request that does not fit is refused with :meth:`refusal`: the budget
     answers "come back later" (HTTP 503, gRPC UNAVAILABLE), never runs the
     server out of memory. tritium's addition: Triton 2.51 has no such bound.
-    Used on the core's event loop only (no lock).
+    Used on the core's event loop, and by the HTTP parse threads for a body
+    being inflated (a lock keeps the count exact).
 
     :param limit: the budget, bytes; at least one request at the size limit fits.
     :ivar held: bytes taken now.
     """
 
-    __slots__ = ("limit", "held")
+    __slots__ = ("limit", "held", "_lock")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
+        self._lock = threading.Lock()
 
     @classmethod
     def for_limits(cls, max_inflight_request_bytes: int, max_request_bytes: int) -> BodyBudget:
@@ -103,15 +133,17 @@ class BodyBudget:
 
     def reserve(self, size: int) -> bool:
         """Take ``size`` bytes; False (nothing taken) when they do not fit beside those held."""
-        held = self.held + size
-        if held > self.limit:
-            return False
-        self.held = held
-        return True
+        with self._lock:
+            held = self.held + size
+            if held > self.limit:
+                return False
+            self.held = held
+            return True
 
     def release(self, size: int) -> None:
         """Give back ``size`` bytes taken by :meth:`reserve` (once per successful reserve)."""
-        self.held -= size
+        with self._lock:
+            self.held -= size
 
     def refusal(self) -> TritonError:
         """The error a request that does not fit fails with: UNAVAILABLE (HTTP 503, gRPC UNAVAILABLE)."""

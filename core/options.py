@@ -64,6 +64,10 @@ class ServerOptions:
     :ivar metrics_interval_ms: how often the CPU and GPU metrics are sampled (``--metrics-interval-ms``).
     :ivar metrics_config: ``--metrics-config <key>=<value>`` settings (``summary_latencies``, ...).
     :ivar cpu_metrics / gpu_metrics: ``--allow-cpu-metrics`` / ``--allow-gpu-metrics``.
+    :ivar server_id: the server's name in server metadata (``--id``; Triton's default is ``triton``).
+    :ivar model_load_retries: how many times a failed model load is tried again (``--model-load-retry-count``).
+    :ivar model_config_name: load ``<model>/configs/<name>.pbtxt`` instead of ``config.pbtxt`` where it
+        exists (``--model-config-name``; "": always ``config.pbtxt``).
     """
 
     model_repositories: list[str] = field(default_factory=list)
@@ -108,3 +112,6 @@ class ServerOptions:
     metrics_config: dict[str, str] = field(default_factory=dict)
     cpu_metrics: bool = True
     gpu_metrics: bool = True
+    server_id: str = "tritium"
+    model_load_retries: int = 0
+    model_config_name: str = ""

@@ -110,6 +110,9 @@ class InferenceRequest:
         reference for every input it sends from it; the frontend still releases its own.
     :ivar trace: its :class:`~tritium.core.tracing.trace.Trace` when the trace extension
         sampled it (the model adds its queue and compute times), else None.
+    :ivar cancelled: the caller cancelled it (or went away) before its final response; the
+        model's statistics then count it as a failure with reason ``CANCELED``, even when the
+        model ran it to the end (Triton 2.51 counts such a request as a success).
     """
 
     model_name: str
@@ -120,3 +123,4 @@ class InferenceRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
     buffer: SharedBlock | None = None
     trace: Any = None
+    cancelled: bool = False

@@ -208,8 +208,8 @@ class InferenceServer:
         return self.repository.all_ready if self.options.strict_readiness else True
 
     def metadata(self) -> dict[str, Any]:
-        """KServe server metadata."""
-        return {"name": "tritium", "version": __version__, "extensions": list(EXTENSIONS)}
+        """KServe server metadata; ``name`` is ``--id`` (``tritium`` by default; Triton's ``triton``)."""
+        return {"name": self.options.server_id, "version": __version__, "extensions": list(EXTENSIONS)}
 
     def _known_model(self, name: str) -> bool:
         entry = self.repository.models.get(name)

@@ -119,7 +119,7 @@ def options_table(options: Any, version: str, extensions: Sequence[str], endpoin
     :param endpoints: ``"<name> <host>:<port>"`` of each endpoint that will serve.
     """
     rows: list[tuple[str, str]] = [
-        ("server_id", "tritium"),
+        ("server_id", options.server_id),
         ("server_version", version),
         ("server_extensions", " ".join(extensions)),
     ]

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import __version__
 from .cli_network import add_network_flags, network_settings
+from .cli_triton import add_triton_flags, triton_notes
 from .core.network import DEFAULT_MAX_REQUEST_BYTES
 
 log = logging.getLogger("tritium.server")
@@ -31,32 +32,26 @@ _FALSE = {"false", "0", "off", "no"}
 
 # refused tritonserver flags whose feature tritium has under another flag: what to use instead
 INSTEAD = {
-    "--response-cache-byte-size": "use --cache-config local,size=<bytes> (Triton's replacement for this deprecated flag)",
     "--cache-directory": "tritium's caches (local, redis) are built in and chosen with --cache-config",
 }
 
 # tritonserver flags of features tritium does not implement yet: refused, never ignored.
 NOT_YET = {
-    "--model-load-retry-count": "model load retries",
-    "--model-namespacing": "model namespacing",
     "--http-header-forward-pattern": "header forwarding",
     "--grpc-header-forward-pattern": "header forwarding",
-    "--grpc-infer-allocation-pool-size": "gRPC allocation pools",
-    "--allow-sagemaker": "the SageMaker endpoint",
+    "--grpc-max-connection-age": "gRPC connection ages",
+    "--grpc-max-connection-age-grace": "gRPC connection ages",
     "--sagemaker-port": "the SageMaker endpoint",
-    "--allow-vertex-ai": "the Vertex AI endpoint",
+    "--sagemaker-safe-port-range": "the SageMaker endpoint",
+    "--sagemaker-thread-count": "the SageMaker endpoint",
     "--vertex-ai-port": "the Vertex AI endpoint",
+    "--vertex-ai-thread-count": "the Vertex AI endpoint",
+    "--vertex-ai-default-model": "the Vertex AI endpoint",
+    "--model-load-gpu-limit": "GPU memory limits on model loads",
     "--cache-directory": "cache libraries",
-    "--response-cache-byte-size": "the response cache's size",
     "--repoagent-directory": "repository agents",
     "--host-policy": "host policies",
-    "--pinned-memory-pool-byte-size": "pinned memory pools",
-    "--cuda-memory-pool-byte-size": "CUDA memory pools",
-    "--cuda-virtual-address-size": "CUDA memory pools",
     "--min-supported-compute-capability": "GPU compute-capability filtering",
-    "--buffer-manager-thread-count": "buffer manager threads",
-    "--http-thread-count": "HTTP thread counts",
-    "--id": "server ids",
 }
 
 
@@ -375,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="deprecated form of --trace-config level=LEVEL",
     )
     p.add_argument("--trace-rate", metavar="N", help="deprecated form of --trace-config rate=N")
+    p.add_argument("--trace-count", metavar="N", help="deprecated form of --trace-config count=N")
+    p.add_argument("--trace-log-frequency", metavar="N", help="deprecated form of --trace-config log_frequency=N")
     p.add_argument("--allow-cpu-metrics", type=_bool, default=True, metavar="BOOL", help="report CPU metrics")
     p.add_argument("--allow-gpu-metrics", type=_bool, default=True, metavar="BOOL", help="report GPU metrics (NVML)")
     p.add_argument(
@@ -429,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tritium: the largest request body accepted over HTTP and gRPC (default 512 MiB)",
     )
     add_network_flags(p, _bool)
+    add_triton_flags(p)
     p.add_argument(
         "--arena-dir",
         metavar="PATH",
@@ -476,6 +474,10 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     trace_items += [f"level={level}" for level in args.trace_level]
     if args.trace_rate is not None:
         trace_items.append(f"rate={args.trace_rate}")
+    if args.trace_count is not None:
+        trace_items.append(f"count={args.trace_count}")
+    if args.trace_log_frequency is not None:
+        trace_items.append(f"log_frequency={args.trace_log_frequency}")
     try:
         trace, trace_otel = parse_trace_config(trace_items)
     except ValueError as exc:
@@ -527,6 +529,9 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         network=network_settings(parser, args),
         ping_interval_s=float(args.worker_ping_interval_secs),
         ping_timeout_s=float(args.worker_ping_timeout_secs),
+        server_id=args.server_id,
+        model_load_retries=args.model_load_retry_count,
+        model_config_name=args.model_config_name,
     )
     openai = {"port": args.openai_port, "address": args.openai_address}
     if any(v is not None for v in openai.values()):
@@ -586,6 +591,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except TritonError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         sys.exit(1)
+    for note in triton_notes(args):
+        log.info(note)
     try:
         import uvloop  # noqa: F401  (optional: a faster event loop)
 

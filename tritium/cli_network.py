@@ -12,7 +12,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .core.network import DEFAULT_MAX_JSON_BYTES, NetworkSettings, TlsFiles
+from .core.network import (
+    DEFAULT_HTTP_MAX_CONNECTIONS,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_JSON_BYTES,
+    NetworkSettings,
+    TlsFiles,
+)
 
 __all__ = ["add_network_flags", "network_settings"]
 
@@ -45,6 +51,21 @@ def add_network_flags(p: argparse.ArgumentParser, to_bool: Callable[[str], bool]
         metavar="BYTES",
         help="tritium: the largest JSON part of an HTTP inference request (413 past it) and the largest part of a "
         "gRPC ModelInferRequest besides its raw_input_contents (RESOURCE_EXHAUSTED) (default 32 MiB)",
+    )
+    p.add_argument(
+        "--max-decompressed-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_DECOMPRESSED_BYTES,
+        metavar="BYTES",
+        help="tritium: the most a compressed (gzip, deflate) HTTP request body may inflate to; 413 past it "
+        "(default 64 MiB, never above --max-request-bytes)",
+    )
+    p.add_argument(
+        "--http-max-connections",
+        type=int,
+        default=DEFAULT_HTTP_MAX_CONNECTIONS,
+        metavar="N",
+        help="tritium: the most HTTP connections open at once; one more is answered 503 and closed (default 10000)",
     )
     for flag, default, what in (
         ("--http-header-timeout-secs", 30.0, "a request head must be complete this long after its first byte"),
@@ -133,6 +154,8 @@ def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSetti
             parser.error(f"{flag} must be >= 0")
     for flag in (
         "--max-json-request-bytes",
+        "--max-decompressed-request-bytes",
+        "--http-max-connections",
         "--worker-ping-interval-secs",
         "--worker-ping-timeout-secs",
         "--http-header-timeout-secs",
@@ -148,6 +171,8 @@ def network_settings(parser: argparse.ArgumentParser, args: Any) -> NetworkSetti
     return NetworkSettings(
         max_inflight_request_bytes=int(args.max_inflight_request_bytes),
         max_json_request_bytes=int(args.max_json_request_bytes),
+        max_decompressed_request_bytes=int(args.max_decompressed_request_bytes),
+        http_max_connections=int(args.http_max_connections),
         http_header_timeout_s=float(args.http_header_timeout_secs),
         http_body_timeout_s=float(args.http_body_timeout_secs),
         http_idle_timeout_s=float(args.http_idle_timeout_secs),

@@ -51,6 +51,8 @@ log = logging.getLogger("tritium.repository")
 
 __all__ = [
     "read_model_config",
+    "OverrideTooDeep",
+    "MAX_OVERRIDE_DEPTH",
     "check_config_paths",
     "ensemble_config",
     "load_version",
@@ -71,12 +73,7 @@ def read_model_config(source: ModelSource, override: str | None, auto_complete: 
         (:func:`~.agents.run_repository_agents`).
     """
     if override is not None:
-        try:
-            data = json.loads(override)
-        except ValueError as exc:
-            raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
-        if not isinstance(data, dict):
-            raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
+        data = _parse_override(override)
         data.setdefault("name", source.name)
         raw: mc.ModelConfig | None = config_from_dict(data, "the configuration override")
     else:
@@ -93,6 +90,48 @@ def read_model_config(source: ModelSource, override: str | None, auto_complete: 
     if config.platform == normalize.ENSEMBLE:
         check_scheduling(config_to_dict(config))
     return config
+
+
+#: the deepest nesting of objects and arrays a configuration override may have (``ModelConfig``'s
+#: deepest fields, e.g. ``sequence_batching.control_input[].control[].int32_false_true``, are 7 deep)
+MAX_OVERRIDE_DEPTH = 32
+
+
+class OverrideTooDeep(TritonError):
+    """A configuration override nested past :data:`MAX_OVERRIDE_DEPTH`: the load request is answered
+    400 / INVALID_ARGUMENT naming the limit (Triton 2.51's parser recurses into it; other override
+    errors keep Triton's 500 ``failed to poll from model repository``)."""
+
+
+def _parse_override(text: str) -> dict[str, Any]:
+    """A load request's JSON configuration override, parsed and its nesting bounded.
+
+    :raises TritonError: INVALID_ARG for text that is not JSON, not an object, or
+        nested more than :data:`MAX_OVERRIDE_DEPTH` levels deep (Python's parser
+        recurses: a deeper document is refused before, or as, it exhausts the stack).
+    """
+    too_deep = OverrideTooDeep(
+        Code.INVALID_ARG, f"the configuration override is nested more than {MAX_OVERRIDE_DEPTH} levels deep"
+    )
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as exc:
+        raise TritonError(Code.INVALID_ARG, f"failed to parse the configuration override: {exc}") from None
+    if not isinstance(data, dict):
+        raise TritonError(Code.INVALID_ARG, "the configuration override must be a JSON object")
+    level: list[Any] = [data]
+    for _ in range(MAX_OVERRIDE_DEPTH):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return data
+    raise too_deep
 
 
 def ensemble_config(

@@ -42,7 +42,15 @@ from ..servable import Servable
 from ..worker.supervisor import WorkerSupervisor
 from .dependencies import EnsembleDependencies, closure, composing_of, composing_of_source, load_layers
 from .lifecycle import NOT_LOADED, UNLOADED, ModelEntry, ModelState, VersionStatus
-from .loading import behind_cache, check_config_paths, client_places, ensemble_config, load_version, read_model_config
+from .loading import (
+    OverrideTooDeep,
+    behind_cache,
+    check_config_paths,
+    client_places,
+    ensemble_config,
+    load_version,
+    read_model_config,
+)
 from .lookups import ModelLookups
 from .paths import check_model_name, redact_paths
 from .remote import RemoteRepository, is_remote
@@ -107,7 +115,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         return roots
 
     async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
-        return await asyncio.to_thread(scan, await self._roots())
+        return await asyncio.to_thread(scan, await self._roots(), self.options.model_config_name)
 
     def _lock(self, name: str) -> asyncio.Lock:
         lock = self._locks.get(name)
@@ -204,7 +212,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 log.error("failed to load '%s': the model configuration must be provided with model files", name)
                 raise TritonError(Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
             folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
-            source = ModelSource(name, folder, folder.parent)
+            source = ModelSource(name, folder, folder.parent, self.options.model_config_name)
         else:
             sources, _ = await self._scan()
             found = sources.get(name)
@@ -266,7 +274,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         names: set[str] = set()
         try:
             roots = [str(self._remote[u].local) if u in self._remote else u for u in self.options.model_repositories]
-            sources, duplicates = scan(roots)
+            sources, duplicates = scan(roots, self.options.model_config_name)
             names = set(sources) | duplicates
         except TritonError:
             pass
@@ -364,6 +372,8 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 if first:
                     entry.source, entry.reason, entry.versions = source, exc.message, {}
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
+                if isinstance(exc, OverrideTooDeep):
+                    raise TritonError(Code.INVALID_ARG, f"failed to load '{name}': {exc.message}") from None
                 if from_request:
                     raise TritonError(
                         Code.INTERNAL, f"failed to load '{name}', failed to poll from model repository"
@@ -450,9 +460,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     labels = read_labels(source.path, ensemble)
                     model: Servable = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
                 else:
-                    model = await load_version(
-                        name, status.version, source, config, gpus, self.options, self.instance_options, self.pool
-                    )
+                    model = await self._load_retried(name, status.version, source, config, gpus)
                 try:
                     status.model = behind_cache(model, self.cache)
                 except TritonError:
@@ -471,6 +479,33 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 return
         status.move(ModelState.READY)
         log.info("successfully loaded '%s' version %d", name, status.version)
+
+    async def _load_retried(
+        self, name: str, version: int, source: ModelSource, config: mc.ModelConfig, gpus: Any
+    ) -> Servable:
+        """:func:`~.loading.load_version`, tried again up to ``--model-load-retry-count`` times when it
+        fails (Triton's ``load_retry``: at once, each try a fresh start of the backend's model and instances).
+
+        :raises TritonError: the last try's error.
+        """
+        retries = self.options.model_load_retries
+        for attempt in range(retries + 1):
+            try:
+                return await load_version(
+                    name, version, source, config, gpus, self.options, self.instance_options, self.pool
+                )
+            except TritonError as exc:
+                if attempt == retries:
+                    raise
+                log.warning(
+                    "failed to load '%s' version %d, trying again (try %d of %d failed): %s",
+                    name,
+                    version,
+                    attempt + 1,
+                    retries + 1,
+                    exc.message,
+                )
+        raise AssertionError("unreachable")
 
     def _unload_entry(self, entry: ModelEntry) -> None:
         """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).

@@ -24,6 +24,8 @@ log = logging.getLogger("tritium.repository")
 __all__ = ["ModelSource", "scan", "versions_to_load", "read_labels", "fingerprint", "CONFIG_FILENAME"]
 
 CONFIG_FILENAME = "config.pbtxt"
+#: where a model's alternative configs are (``--model-config-name``)
+CONFIGS_FOLDER = "configs"
 # folders inside a model folder that are not versions
 _NOT_VERSIONS = {"warmup", "initial_state", "configs"}
 
@@ -35,15 +37,22 @@ class ModelSource:
     :ivar name: the model name (the folder name).
     :ivar path: the folder.
     :ivar repository: the repository root it is in.
+    :ivar config_name: ``--model-config-name`` ("": none).
     """
 
     name: str
     path: Path
     repository: Path
+    config_name: str = ""
 
     @property
     def config_path(self) -> Path:
-        """``<model>/config.pbtxt``."""
+        """``<model>/configs/<config_name>.pbtxt`` where ``--model-config-name`` is set and that file
+        exists, else ``<model>/config.pbtxt`` (Triton's ``GetModelConfigFullPath``)."""
+        if self.config_name:
+            custom = self.path / CONFIGS_FOLDER / f"{self.config_name}.pbtxt"
+            if custom.is_file():
+                return custom
         return self.path / CONFIG_FILENAME
 
 
@@ -53,8 +62,8 @@ def _not_a_model(name: str) -> bool:
     return name.startswith(".") or name == "__pycache__"
 
 
-def scan(repositories: Iterable[str | Path]) -> tuple[dict[str, ModelSource], set[str]]:
-    """List the models of every repository.
+def scan(repositories: Iterable[str | Path], config_name: str = "") -> tuple[dict[str, ModelSource], set[str]]:
+    """List the models of every repository (``config_name``: ``--model-config-name``).
 
     :returns: the models by name, and the names found in more than one
         repository (those are left out of the first result).
@@ -74,7 +83,7 @@ def scan(repositories: Iterable[str | Path]) -> tuple[dict[str, ModelSource], se
                 models.pop(entry.name, None)
                 log.error("failed to poll model '%s': not unique across all model repositories", entry.name)
                 continue
-            models[entry.name] = ModelSource(entry.name, entry, root_path)
+            models[entry.name] = ModelSource(entry.name, entry, root_path, config_name)
     return models, duplicates
 
 

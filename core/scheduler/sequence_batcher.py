@@ -41,7 +41,11 @@ requests with ``sequence_start`` / ``sequence_end``.
   the client. This works for every backend, the python backend included.
 * Ends: a sequence is released after its END request ran, or when no request
   of it arrived for ``max_sequence_idle_microseconds``. A later request
-  without START is then refused with Triton's error.
+  without START is then refused with Triton's error. A sequence whose instance
+  went away (its worker died) ends too, its queued requests failing; its next
+  request without START gets Triton's error followed by why (``...: sequence 7
+  was ended because the model instance serving it failed; its state is lost,
+  start it again``).
 
 Runs on the core's event loop.
 """
@@ -50,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -62,6 +66,8 @@ from .sequence_controls import control_bytes, parse_controls, parse_state
 __all__ = ["SequenceBatcher", "SequenceHost"]
 
 _START, _END = 1, 2
+#: how many sequences ended by a lost instance are remembered (to say so to their next request)
+_LOST_KEPT = 65_536
 
 
 class SequenceHost(Protocol):
@@ -151,6 +157,9 @@ class SequenceBatcher:
         self._controls = parse_controls(self._name, seq.get("control_input", []))
         self._states = [parse_state(self._name, st, self._batching, self._host.path) for st in seq.get("state", [])]
         self._sequences: dict[int | str, _Sequence] = {}
+        #: sequences ended because their instance went away (oldest first, at most _LOST_KEPT): a later
+        #: request of one is told why it must START again
+        self._lost: OrderedDict[int | str, None] = OrderedDict()
         self._backlog: deque[_Sequence] = deque()
         self._bound: dict[Executor, list[_Sequence | None]] = {}  # per instance: its slots
         self._busy: dict[Executor, list[_Sequence]] = {}
@@ -181,14 +190,19 @@ class SequenceBatcher:
             return
         seq = self._sequences.get(corr)
         if not flags & _START and (seq is None or seq.ended):
-            payload.fail(
-                TritonError(
-                    Code.INVALID_ARG,
-                    f"inference request for sequence {corr} to model '{self._name}' must specify the START flag "
-                    "on the first request of the sequence",
-                )
+            message = (
+                f"inference request for sequence {corr} to model '{self._name}' must specify the START flag "
+                "on the first request of the sequence"
             )
+            if seq is None and corr in self._lost:
+                message += (
+                    f": sequence {corr} was ended because the model instance serving it failed; "
+                    "its state is lost, start it again"
+                )
+            payload.fail(TritonError(Code.INVALID_ARG, message))
             return
+        if flags & _START:
+            self._lost.pop(corr, None)
         if seq is None:
             seq = _Sequence(corr)
             self._sequences[corr] = seq
@@ -225,6 +239,8 @@ class SequenceBatcher:
             if seq is None:
                 continue
             self._sequences.pop(seq.corr, None)
+            if not seq.ended:
+                self._remember_lost(seq.corr)
             if seq.running is not None:
                 self._running.pop(id(seq.running), None)
                 seq.running = None
@@ -240,6 +256,12 @@ class SequenceBatcher:
                 while seq.queue:
                     seq.queue.popleft().fail(error)
             self._backlog.clear()
+
+    def _remember_lost(self, corr: int | str) -> None:
+        self._lost[corr] = None
+        self._lost.move_to_end(corr)
+        while len(self._lost) > _LOST_KEPT:
+            self._lost.popitem(last=False)
 
     def stop(self, error: TritonError) -> None:
         """Fail every queued request with ``error`` and refuse new ones."""

@@ -185,9 +185,17 @@ class WorkerProcess:
             another protocol version, or says nothing within ``timeout`` seconds.
         """
         loop = asyncio.get_running_loop()
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        beat, beat_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        log_read, log_write = os.pipe()  # the worker's stderr: its log records, relayed by the core
+        made: list[socket.socket] = []
+        try:  # (out of descriptors, EMFILE: nothing made so far is kept)
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            made += (parent, child)
+            beat, beat_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            made += (beat, beat_child)
+            log_read, log_write = os.pipe()  # the worker's stderr: its log records, relayed by the core
+        except OSError as exc:
+            for sock in made:
+                sock.close()
+            raise TritonError(Code.INTERNAL, f"{self.label}: cannot start worker process: {exc}") from exc
         self._exited = loop.create_future()
         self._hello = loop.create_future()
         verbose = max(self.log_verbose, log_manager().log_verbose_level)  # the level now, not at start-up

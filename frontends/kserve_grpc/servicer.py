@@ -232,6 +232,7 @@ class InferenceServicer(
             return server.submit(core_request, answer)
         except TritonError as exc:
             release_then(None, exc)
+            return None
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, and the server goes on
             log.error("ModelInfer failed: %s", exc, exc_info=exc)
             release_then(None, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"))

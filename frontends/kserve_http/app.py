@@ -57,6 +57,10 @@ class HTTPFrontend:
     :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
+    :param max_decompressed_bytes: the most a compressed body may inflate to (0: ``max_request_bytes``;
+        413 past it); the inflated bytes count against the in-flight budget as they grow (503).
+    :param max_connections: the most connections open at once (``--http-max-connections``; 503 past it;
+        0: no bound but the open-file limit's, which always applies).
     """
 
     name = "http"
@@ -71,14 +75,16 @@ class HTTPFrontend:
         timeouts: HttpTimeouts | None = None,
         tls: Any = None,
         max_json_bytes: int = 0,
+        max_decompressed_bytes: int = 0,
+        max_connections: int = 0,
     ) -> None:
         self.server = server
         self.address = address
         self.port = port
-        self.context = EndpointContext(server, max_request_bytes, max_json_bytes)
+        self.context = EndpointContext(server, max_request_bytes, max_json_bytes, max_decompressed_bytes)
         self.router = create_router()
         self.restrictions = dict(restrictions or {})
-        self.connections = ConnectionTable(timeouts)
+        self.connections = ConnectionTable(timeouts, max_connections)
         #: bytes of request bodies being received or handled: the server's budget, shared with gRPC
         self.budget = server.body_budget
         self.tls = tls
@@ -235,4 +241,6 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
         ),
         options.network.http_tls,
         options.network.max_json_request_bytes,
+        options.network.max_decompressed_request_bytes,
+        options.network.http_max_connections,
     )

@@ -7,9 +7,14 @@ event loop, one :class:`HttpConnection` per TCP connection.
 
 Framing (RFC 9112):
 
-- The head (request line and headers) is collected in a fixed buffer and
-  parsed by ``httptools`` once complete; a head over
+- The head (request line and headers) is collected in a buffer allocated when
+  the first bytes arrive (:data:`HEAD_START_BYTES`, grown fourfold as needed,
+  given back once the request is answered and nothing else came: an idle
+  connection holds no buffer) and parsed by ``httptools`` once complete; a head over
   :data:`MAX_HEAD_BYTES` is refused with 431.
+- A connection past the endpoint's bounds (``--http-max-connections``, or the
+  server near its open-file limit) is answered 503 and closed as it is
+  accepted (:meth:`~.connection_table.ConnectionTable.refusal`).
 - A ``Content-Length`` body is received straight into its destination
   (:class:`asyncio.BufferedProtocol`): the kernel copies the bytes of an
   inference request into the core's shared-memory arena, where the worker
@@ -62,10 +67,12 @@ from .messages import Dispatcher, HttpRequest, HttpResponse, HttpStreamResponse
 
 log = logging.getLogger("tritium.http")
 
-__all__ = ["HttpConnection", "MAX_HEAD_BYTES", "LINGER_S", "LINGER_BYTES"]
+__all__ = ["HttpConnection", "MAX_HEAD_BYTES", "HEAD_START_BYTES", "LINGER_S", "LINGER_BYTES"]
 
 #: the largest request head (request line and headers) accepted, bytes
 MAX_HEAD_BYTES = 64 * 1024
+#: the head buffer's first size (a usual request head fits), bytes; it grows fourfold up to MAX_HEAD_BYTES
+HEAD_START_BYTES = 4 * 1024
 #: a chunked body is read through this buffer, bytes
 _CHUNK_BUFFER = 64 * 1024
 #: after a refusal, the rest of a request body is read and dropped for at most this long, seconds
@@ -91,7 +98,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._dispatcher = dispatcher
         self._table = table
         self._transport: asyncio.Transport | None = None
-        self._head = bytearray(MAX_HEAD_BYTES)
+        self._head = bytearray()  # allocated when bytes arrive (get_buffer), grown as needed
         self._head_view = memoryview(self._head)
         self._filled = 0
         self._scan = 0
@@ -102,6 +109,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._body_pos = 0
         self._body_block: Any = None  # the arena block a body is being received into
         self._current_block: Any = None  # the arena block of the request being answered
+        self._current: HttpRequest | None = None  # the request being answered (its budget hold)
         self._parser: Any = None
         self._chunk_head: Head | None = None
         self._chunk_buffer: memoryview | None = None
@@ -132,6 +140,16 @@ class HttpConnection(asyncio.BufferedProtocol):
         # a response the kernel cannot take at once pauses us until it drains (see _on_written)
         stream.set_write_buffer_limits(high=0)
         self.progress = self.head_since = time.monotonic()
+        refusal = self._table.refusal(stream.get_extra_info("socket"))
+        if refusal is not None:  # past the connection bound: answered and closed at once, never read
+            self._state = _CLOSED
+            body = ('{"error":' + json_string(refusal) + "}").encode()
+            stream.write(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                b"Connection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
+            )
+            stream.close()
+            return
         self._table.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -185,6 +203,8 @@ class HttpConnection(asyncio.BufferedProtocol):
                 self._chunk_buffer = memoryview(bytearray(_CHUNK_BUFFER))
             return self._chunk_buffer
         if self._filled < MAX_HEAD_BYTES:
+            if self._filled == len(self._head):
+                self._grow_head()
             return self._head_view[self._filled :]
         # full while busy: reading was paused; a read that still happens is dropped into scratch
         return memoryview(bytearray(1))
@@ -300,6 +320,19 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._state = _BODY
             self._resume_reading()
 
+    def _grow_head(self) -> None:
+        """A head buffer fourfold the size (the first: :data:`HEAD_START_BYTES`), the bytes kept."""
+        size = min(MAX_HEAD_BYTES, max(HEAD_START_BYTES, 4 * len(self._head)))
+        bigger = bytearray(size)
+        bigger[: self._filled] = self._head_view[: self._filled]
+        self._head, self._head_view = bigger, memoryview(bigger)
+
+    def _trim_head(self) -> None:
+        """Give the head buffer back once it is empty (an idle keep-alive connection holds none)."""
+        if not self._filled and self._head:
+            self._head = bytearray()
+            self._head_view = memoryview(self._head)
+
     def _consume(self, count: int) -> None:
         """Drop the first ``count`` bytes of the head buffer."""
         rest = self._filled - count
@@ -363,6 +396,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._serving = request
         self._head_only = request.method == "HEAD"
         request.body_block = self._current_block = self._body_block
+        self._current = request
         self._body_block = None
         try:
             self._dispatcher.dispatch(request, self._respond)
@@ -490,6 +524,10 @@ class HttpConnection(asyncio.BufferedProtocol):
         """The response is on the wire (or the client gone): its shared memory and the body go back."""
         release, self._pending_release = self._pending_release, None
         block, self._current_block = self._current_block, None
+        self._trim_head()
+        answered, self._current = self._current, None
+        if answered is not None and answered.hold is not None:
+            answered.hold.release()
         if self._reserved:
             self._dispatcher.unreserve(self._reserved)
             self._reserved = 0

@@ -1,4 +1,4 @@
-"""The open connections of the HTTP endpoint: header, body and idle timeouts, and closing them at stop.
+"""The open connections of the HTTP endpoint: their bound, header, body and idle timeouts, and closing them at stop.
 
 Runs on the core's event loop.
 """
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
+import socket
 import time
 from dataclasses import dataclass
 
@@ -14,7 +16,17 @@ from .connection import HttpConnection
 
 log = logging.getLogger("tritium.http")
 
-__all__ = ["ConnectionTable", "HttpTimeouts", "STALL_TIMEOUT_S"]
+__all__ = ["ConnectionTable", "HttpTimeouts", "STALL_TIMEOUT_S", "fd_reserve"]
+#: a refused connection is logged at most this often, seconds
+_REFUSAL_LOG_S = 10.0
+
+
+def fd_reserve(soft_limit: int) -> int:
+    """How many file descriptors below the open-file limit (``RLIMIT_NOFILE``'s soft value) the HTTP
+    endpoint leaves to the rest of the server: worker processes (a restart needs a few), the gRPC and
+    metrics endpoints, model files. An eighth of the limit, at least 64."""
+    return max(64, soft_limit // 8)
+
 
 #: seconds a half-received body, or an unread response, may make no progress (the body timeout)
 STALL_TIMEOUT_S = 60.0
@@ -41,12 +53,42 @@ class ConnectionTable:
     """The open connections of one endpoint; drops the ones past a timeout (checked once a second).
 
     :param timeouts: the :class:`HttpTimeouts`.
+    :param max_connections: the most connections open at once (``--http-max-connections``; 0: no
+        bound but the open-file limit's).
     """
 
-    def __init__(self, timeouts: HttpTimeouts | None = None) -> None:
+    def __init__(self, timeouts: HttpTimeouts | None = None, max_connections: int = 0) -> None:
         self.timeouts = timeouts or HttpTimeouts()
+        self.max_connections = max_connections
         self._open: set[HttpConnection] = set()
         self._task: asyncio.Task[None] | None = None
+        self._logged = 0.0  # when a refusal was last logged (monotonic)
+
+    def refusal(self, sock: socket.socket | None) -> str | None:
+        """Why a connection just accepted on ``sock`` must be refused (None: it is admitted).
+
+        Refused when ``max_connections`` are open already, or when the server is near its
+        open-file limit: descriptors are numbered lowest-free first, so a socket numbered
+        within :func:`fd_reserve` of the soft ``RLIMIT_NOFILE`` (read at each accept: it may
+        change) means that many are open. The first refusal in 10 s is logged.
+        """
+        why = None
+        if self.max_connections and len(self._open) >= self.max_connections:
+            why = f"the HTTP endpoint holds its maximum of {self.max_connections} connections (--http-max-connections)"
+        elif sock is not None:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if soft != resource.RLIM_INFINITY and sock.fileno() >= soft - fd_reserve(soft):
+                why = (
+                    f"the server is near its open-file limit ({soft} descriptors, RLIMIT_NOFILE); "
+                    f"{fd_reserve(soft)} are kept for its workers and other endpoints"
+                )
+        if why is not None:
+            now = time.monotonic()
+            if now - self._logged >= _REFUSAL_LOG_S:
+                self._logged = now
+                log.warning("refusing HTTP connections (503): %s", why)
+            return why + "; retry later"
+        return None
 
     def add(self, connection: HttpConnection) -> None:
         self._open.add(connection)

@@ -49,15 +49,20 @@ class EndpointContext:
     :ivar server: the in-process API.
     :ivar max_request_bytes: the body limit, bytes.
     :ivar max_json_bytes: the limit of an inference request's JSON (its header, or all of a JSON body), bytes.
+    :ivar max_decompressed_bytes: the most a compressed body may inflate to, bytes (capped by
+        ``max_request_bytes`` where it is used).
     :ivar inflight: inference requests being handled.
     """
 
-    __slots__ = ("server", "max_request_bytes", "max_json_bytes", "inflight")
+    __slots__ = ("server", "max_request_bytes", "max_json_bytes", "max_decompressed_bytes", "inflight")
 
-    def __init__(self, server: InferenceServer, max_request_bytes: int, max_json_bytes: int = 0) -> None:
+    def __init__(
+        self, server: InferenceServer, max_request_bytes: int, max_json_bytes: int = 0, max_decompressed_bytes: int = 0
+    ) -> None:
         self.server = server
         self.max_request_bytes = max_request_bytes
         self.max_json_bytes = max_json_bytes or max_request_bytes
+        self.max_decompressed_bytes = max_decompressed_bytes or max_request_bytes
         self.inflight = Inflight()
 
 

@@ -32,9 +32,11 @@ class HttpRequest:
     :ivar job: what cancels the work a handler started for it (``job.cancel()``: an
         inference request, :class:`~tritium.core.servable.Cancellable`), called when the
         client closes its connection before the answer; None: nothing to cancel.
+    :ivar hold: what the request holds of the in-flight budget besides its body (an inflated
+        body: :class:`~.inflate.BudgetHold`), released by the connection with the response; or None.
     """
 
-    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond", "job")
+    __slots__ = ("method", "path", "headers", "body", "params", "body_block", "route", "respond", "job", "hold")
 
     def __init__(self, method: str, path: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -44,6 +46,7 @@ class HttpRequest:
         self.params: dict[str, str] = {}
         self.body_block: Any = None
         self.route: Any = None
+        self.hold: Any = None
         #: answers the request (exactly once): for a handler that answers later, from a callback
         self.respond: Callable[[HttpResponse], None] = _unset
         self.job: Any = None

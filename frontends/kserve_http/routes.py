@@ -26,6 +26,7 @@ from .body import BodyTooLarge, UnsupportedEncoding
 from .context import EndpointContext, error_response
 from .context import url_version as _version
 from .generate import generate, generate_stream
+from .inflate import BudgetHold, inflate
 from .messages import HttpRequest, HttpResponse
 from .openapi import add_openapi_route
 from .repository import add_repository_routes
@@ -109,37 +110,6 @@ def model_stats(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
 # -- inference ---------------------------------------------------------------------------------
 
 
-#: a compressed body is inflated this many bytes at a time, the total checked against the limit
-_INFLATE_STEP = 4 << 20
-
-
-def _decompress(body: bytes | memoryview, encoding: str, limit: int) -> bytearray:
-    """Inflate ``body`` step by step; refused (413) as soon as the output passes ``limit``.
-
-    Memory held is at most ``limit`` plus one step, however large the
-    compression ratio (a "zip bomb" is refused after ``limit`` bytes).
-    """
-    if not body:
-        raise TritonError(Code.INVALID_ARG, "nothing to be decompressed")
-    inflater = zlib.decompressobj(wbits=47)  # zlib or gzip, as Triton's inflateInit2(15 | 32)
-    out = bytearray()
-    data: bytes | memoryview = body
-    try:
-        while data:
-            out += inflater.decompress(data, _INFLATE_STEP)
-            if len(out) > limit:
-                break
-            data = inflater.unconsumed_tail
-        else:
-            out += inflater.flush()
-    except zlib.error as exc:
-        message = f"failed to decompress the '{encoding}' request body: {exc}"
-        raise TritonError(Code.INVALID_ARG, message) from None
-    if len(out) > limit:
-        raise BodyTooLarge(f"decompressed request body exceeds the maximum request size of {limit} bytes")
-    return out
-
-
 def _compress(data: list[memoryview | bytes], encoding: str) -> bytes:
     # Triton: deflateInit2(15 | 16) for gzip, deflateInit (zlib wrapper) for deflate, default level.
     deflater = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
@@ -204,7 +174,7 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
         if encoding is not None and len(request.body) <= OFFLOAD_COMPRESSED_BYTES:
             # inflated here (bounded: deflate makes at most about 1032 bytes of one), then parsed
             # where a plain body of its inflated size would be
-            inflated = _decompress(request.body, encoding, ctx.max_request_bytes)
+            inflated = _inflate(ctx, request, encoding)
         size = len(request.body if inflated is None else inflated)
         if (encoding is not None and inflated is None) or (
             size > OFFLOAD_JSON_BYTES and codec.header_length(request.headers.get(_IHCL), size) > OFFLOAD_JSON_BYTES
@@ -293,6 +263,11 @@ async def _infer_offloaded(
         request.respond(answer)
 
 
+#: an empty body with no Inference-Header-Content-Length (Triton 2.51 takes it for a raw input of 0 bytes)
+_EMPTY_BODY = (
+    "the inference request body is empty: expected the request's JSON (or, for one raw binary input, "
+    "the 'Inference-Header-Content-Length: 0' header)"
+)
 _DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
@@ -303,6 +278,15 @@ def _encoding(encoding: str) -> str | None:
     if encoding not in ("gzip", "deflate"):
         raise UnsupportedEncoding("Unsupported compression type")
     return encoding
+
+
+def _inflate(ctx: EndpointContext, request: HttpRequest, encoding: str) -> bytearray:
+    """The compressed body of ``request`` inflated, within ``--max-decompressed-request-bytes`` and the
+    in-flight budget (the bytes held until the connection releases the request)."""
+    hold = request.hold = BudgetHold(ctx.server.body_budget)
+    limit = ctx.max_decompressed_bytes
+    flag = "--max-decompressed-request-bytes" if limit < ctx.max_request_bytes else ""
+    return inflate(request.body, encoding, min(limit, ctx.max_request_bytes), hold, flag)
 
 
 def _parse(
@@ -322,10 +306,13 @@ def _parse(
     headers = request.headers
     body = request.body
     if inflated is None and encoding is not None:
-        inflated = _decompress(body, encoding, ctx.max_request_bytes)
+        inflated = _inflate(ctx, request, encoding)
     view = memoryview(body if inflated is None else inflated)
     name = request.params["model"]
-    length = codec.header_length(headers.get(_IHCL), len(view))
+    declared = headers.get(_IHCL)
+    if not view and declared is None:
+        raise TritonError(Code.INVALID_ARG, _EMPTY_BODY)
+    length = codec.header_length(declared, len(view))
     if length > ctx.max_json_bytes:
         raise BodyTooLarge(
             f"the JSON of the request ({length} bytes) exceeds the maximum of {ctx.max_json_bytes} bytes "

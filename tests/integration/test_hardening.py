@@ -419,6 +419,30 @@ def test_client_errors_are_4xx_with_a_json_body(
     assert post(server, path, body, headers) == (status, {"error": message})
 
 
+@pytest.mark.parametrize("depth", [33, 100_000])
+def test_a_deeply_nested_config_override_is_400(server: ServerProcess, depth: int) -> None:
+    # Triton 2.51: 500 "failed to poll" (its parser recurses); tritium: bounded at 32 levels, 400 naming it
+    override = '{"parameters":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+    message = "failed to load 'echo': the configuration override is nested more than 32 levels deep"
+    body = json.dumps({"parameters": {"config": override}}).encode()
+    assert post(server, "/v2/repository/models/echo/load", body) == (400, {"error": message})
+    from tritium.proto import grpc_service_pb2 as pb
+
+    request = pb.RepositoryModelLoadRequest(model_name="echo")
+    request.parameters["config"].string_param = override
+    assert raw_grpc(server, "RepositoryModelLoad", request.SerializeToString()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        message,
+    )
+    # 32 levels parse; the override is then refused for what it says (Triton's answer)
+    shallow = json.dumps({"parameters": {"config": '{"parameters":' + "[" * 31 + "]" * 31 + "}"}}).encode()
+    assert post(server, "/v2/repository/models/echo/load", shallow) == (
+        500,
+        {"error": "failed to load 'echo', failed to poll from model repository"},
+    )
+    assert http_call(server, "GET", "/v2/models/echo/ready")[0] == 200
+
+
 @pytest.mark.parametrize(
     "method",
     [

@@ -238,8 +238,8 @@ def test_command_line_errors(tmp_path):
     result = run("--model-repository=x", "--model-namespacing=true")
     assert result.returncode == 2
     assert (
-        "--model-namespacing is a tritonserver flag for model namespacing, which tritium does not support yet"
-        in result.stderr
+        "--model-namespacing=true: tritium does not have model namespacing; it accepts --model-namespacing only with a "
+        "value that asks for nothing (false)" in result.stderr
     )
     result = run("--model-repository=x", "--model-control-mode=explicit", "--load-model=*", "--load-model=a")
     assert result.returncode == 2

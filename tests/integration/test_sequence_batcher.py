@@ -8,6 +8,8 @@ saw and its process id. Error messages were checked against real Triton 2.51.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +40,7 @@ def build(repo: Path) -> None:
     add_seq_model(repo, "seq_idle", seq_config(idle_us=300_000, count=1))
     add_seq_model(repo, "seq_one_slot", seq_config(count=1, max_batch_size=0))
     add_seq_model(repo, "seq_slots", seq_config(count=1))
+    add_seq_model(repo, "seq_crash", seq_config(count=1))
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +203,29 @@ def test_idle_sequence_expires(server: ServerProcess) -> None:
                 "request of the sequence"
             ),
         )
+    finally:
+        client.close()
+
+
+def test_a_sequence_whose_instance_died_says_so(server: ServerProcess) -> None:
+    client = _Client(server, "http")
+    try:
+        pid = client.step("seq_crash", 1.0, sequence_id=77, sequence_start=True)["pid"]
+        assert client.step("seq_crash", 2.0, sequence_id=77)["sum"] == 3.0
+        os.kill(pid, signal.SIGKILL)  # the instance's worker dies between two requests of the sequence
+        deadline = time.monotonic() + 60  # until its instance runs in a new worker
+        while set(server.instance_pids("seq_crash").values()) in (set(), {pid}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.error("seq_crash", sequence_id=77) == (
+            "400",
+            "inference request for sequence 77 to model 'seq_crash' must specify the START flag on the first "
+            "request of the sequence: sequence 77 was ended because the model instance serving it failed; its "
+            "state is lost, start it again",
+        )
+        # started again, it runs in the new worker from a fresh state; an unknown sequence keeps Triton's words
+        restarted = client.step("seq_crash", 5.0, sequence_id=77, sequence_start=True)
+        assert restarted["sum"] == 5.0 and restarted["pid"] != pid
+        assert client.error("seq_crash", sequence_id=78)[1].endswith("on the first request of the sequence")
     finally:
         client.close()
 

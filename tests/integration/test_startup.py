@@ -148,10 +148,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_refused_flag_is_one_line_and_a_pointer() -> None:
-    done = run_cli("--model-repository=/nowhere", "--model-namespacing=true")
+    done = run_cli("--model-repository=/nowhere", "--host-policy=gpu_0,numa-node=0")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "tritium-server: error: --model-namespacing is a tritonserver flag for model namespacing, which tritium "
+        "tritium-server: error: --host-policy is a tritonserver flag for host policies, which tritium "
         "does not support yet",
         "Run 'tritium-server --help' for the flags.",
     ]

@@ -31,3 +31,17 @@ def test_the_refusal_is_unavailable_with_the_http_message() -> None:
         Code.UNAVAILABLE,
         f"the server holds {24 << 20} bytes of request bodies already; retry later",
     )
+
+
+def test_a_budget_hold_gives_back_once_and_takes_nothing_after() -> None:
+    from tritium.frontends.kserve_http.inflate import BudgetHold
+
+    budget = BodyBudget(100)
+    hold = BudgetHold(budget)
+    assert hold.take(60) and hold.take(30) and not hold.take(20)
+    assert (hold.held, budget.held) == (90, 90)
+    hold.release()
+    hold.release()
+    assert (hold.held, budget.held) == (0, 0)
+    assert not hold.take(1)  # a parse thread still inflating after the connection let go takes nothing
+    assert budget.held == 0

@@ -25,6 +25,8 @@ def test_defaults() -> None:
         300.0,
     )
     assert n.max_json_request_bytes == 32 << 20
+    assert n.max_decompressed_request_bytes == 64 << 20
+    assert options("--max-decompressed-request-bytes=1000").network.max_decompressed_request_bytes == 1000
     assert n.grpc_channel_args == {  # Triton's defaults, and one hour of idleness
         "grpc.keepalive_time_ms": 7_200_000,
         "grpc.keepalive_timeout_ms": 20_000,
@@ -77,6 +79,7 @@ def test_tls_flags(tmp_path: Path) -> None:
         (["--grpc-use-ssl-mutual=true"], "--grpc-use-ssl-mutual needs --grpc-server-cert"),
         (["--http-idle-timeout-secs=0"], "--http-idle-timeout-secs must be > 0"),
         (["--max-inflight-request-bytes=-1"], "--max-inflight-request-bytes must be >= 0"),
+        (["--max-decompressed-request-bytes=0"], "--max-decompressed-request-bytes must be > 0"),
     ],
 )
 def test_bad_flags_are_refused(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
