@@ -17,23 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.clients import http_call
+from tests.support.perf import perf_analyzer_missing
 from tests.support.server import ServerProcess
 
 pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _perf_analyzer_missing() -> str:
-    from tritium.perf import PerfAnalyzerError, perf_analyzer_command
-
-    try:
-        perf_analyzer_command()
-    except PerfAnalyzerError as exc:
-        return str(exc)
-    return ""
-
-
-@pytest.mark.skipif(bool(_perf_analyzer_missing()), reason=_perf_analyzer_missing() or "-")
+@pytest.mark.skipif(bool(perf_analyzer_missing()), reason=perf_analyzer_missing() or "-")
 def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     repo = tmp_path / "models"
     shutil.copytree(ROOT / "examples" / "python_models" / "add_sub", repo / "add_sub")
@@ -86,7 +77,7 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
         assert outputs == {"OUTPUT0": [2.0, 4.0, 6.0, 8.0], "OUTPUT1": [0.0, 0.0, 0.0, 0.0]}
 
 
-@pytest.mark.skipif(bool(_perf_analyzer_missing()), reason=_perf_analyzer_missing() or "-")
+@pytest.mark.skipif(bool(perf_analyzer_missing()), reason=perf_analyzer_missing() or "-")
 def test_quick_search_on_efficientnet(tmp_path: Path) -> None:
     """The example EfficientNet-Lite0 (onnxruntime), narrowed to one instance count and one concurrency."""
     pytest.importorskip("efficientnet_lite_pytorch")
