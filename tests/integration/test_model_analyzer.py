@@ -81,6 +81,7 @@ triton_grpc_endpoint: {server.grpc_url}
 triton_metrics_url: {server.metrics_url}
 client_protocol: grpc
 perf_analyzer_path: {TRITIUM_PERF}
+perf_analyzer_timeout: 120
 perf_analyzer_flags:
   measurement-interval: 500
   stability-percentage: 10000
