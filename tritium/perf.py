@@ -4,8 +4,9 @@
 ``analyzer`` extra). It links against ``libb64.so.0d`` (Debian:
 ``libb64-0d``) and ``libcudart.so.12`` even on a CPU-only machine (PyPI:
 ``nvidia-cuda-runtime-cu12``, whose ``lib/`` goes on its
-``LD_LIBRARY_PATH``). Used by ``tritium-analyzer`` and the benchmark
-scripts; runs in the calling process (blocking).
+``LD_LIBRARY_PATH``). Used by ``tritium-perf`` (:mod:`tritium.perf_cli`),
+``tritium-analyzer`` and the benchmark scripts; runs in the calling
+process (blocking).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ best ``config.pbtxt`` answers exact values.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -17,23 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.clients import http_call
+from tests.support.perf import perf_analyzer_missing
 from tests.support.server import ServerProcess
 
 pytest.importorskip("matplotlib")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _perf_analyzer_missing() -> str:
-    from tritium.perf import PerfAnalyzerError, perf_analyzer_command
-
-    try:
-        perf_analyzer_command()
-    except PerfAnalyzerError as exc:
-        return str(exc)
-    return ""
-
-
-@pytest.mark.skipif(bool(_perf_analyzer_missing()), reason=_perf_analyzer_missing() or "-")
+@pytest.mark.skipif(bool(perf_analyzer_missing()), reason=perf_analyzer_missing() or "-")
 def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     repo = tmp_path / "models"
     shutil.copytree(ROOT / "examples" / "python_models" / "add_sub", repo / "add_sub")
@@ -69,10 +61,24 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     assert f"Best configuration: <b>{label}</b>" in page and "p99 latency &lt;= 5000 ms" in page
     for png in ("throughput_vs_p99.png", "cpu_per_inference.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f'<img src="{png}"' in page
-    # the best configuration loads and serves
+    assert "Configuration names: i&lt;N&gt;: N model instances (instance_group count);" in page
+    # best/config.pbtxt is an edit of the model's own file: its comments kept, only the changed fields differ
     text = (out / "best" / "config.pbtxt").read_text()
-    assert f"count: {best['candidate']['instances']}" in text and "max_batch_size: 8" in text
-    assert ("dynamic_batching" in text) == best["candidate"]["batcher"]
+    original = config.read_text()
+    assert text.startswith('# Triton\'s python_backend "add_sub" example: OUTPUT0 = INPUT0 + INPUT1')
+    changed = [
+        line
+        for line in difflib.unified_diff(original.splitlines(), text.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    count = best["candidate"]["instances"]
+    batcher = ["+dynamic_batching {", "+  max_queue_delay_microseconds: 100", "+}"]
+    assert changed == [
+        "-instance_group [ { kind: KIND_CPU } ]",
+        f"+instance_group [ {{ kind: KIND_CPU count: {count} }} ]",
+        *(batcher if best["candidate"]["batcher"] else []),
+    ]
+    # the best configuration loads and serves
     serve = tmp_path / "serve"
     shutil.copytree(repo / "add_sub", serve / "add_sub")
     (serve / "add_sub" / "config.pbtxt").write_text(text)
@@ -86,7 +92,7 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
         assert outputs == {"OUTPUT0": [2.0, 4.0, 6.0, 8.0], "OUTPUT1": [0.0, 0.0, 0.0, 0.0]}
 
 
-@pytest.mark.skipif(bool(_perf_analyzer_missing()), reason=_perf_analyzer_missing() or "-")
+@pytest.mark.skipif(bool(perf_analyzer_missing()), reason=perf_analyzer_missing() or "-")
 def test_quick_search_on_efficientnet(tmp_path: Path) -> None:
     """The example EfficientNet-Lite0 (onnxruntime), narrowed to one instance count and one concurrency."""
     pytest.importorskip("efficientnet_lite_pytorch")

@@ -522,20 +522,13 @@ def test_soak_leaves_memory_and_descriptors_flat(server: ServerProcess, regions:
 
 # -- perf_analyzer --------------------------------------------------------------------------------------
 def _perf_analyzer() -> tuple[list[str], dict[str, str]] | None:
-    """perf_analyzer and the environment it runs in, or None when it cannot run here."""
-    import shutil
-    import sys
+    """perf_analyzer and the environment it runs in (tritium-perf's), or None when it cannot run here."""
+    from tritium.perf import PerfAnalyzerError, perf_analyzer_command
 
-    binary = Path(sys.executable).parent / "perf_analyzer"
-    found = str(binary) if binary.exists() else shutil.which("perf_analyzer")
-    if not found or not Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d").exists():
-        return None
     try:
-        import nvidia.cuda_runtime  # type: ignore[import-not-found]
-    except ImportError:
+        return perf_analyzer_command()
+    except PerfAnalyzerError:
         return None
-    lib = os.path.join(list(nvidia.cuda_runtime.__path__)[0], "lib")
-    return [found], dict(os.environ, LD_LIBRARY_PATH=lib + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
 
 
 @pytest.mark.skipif(

@@ -7,8 +7,10 @@ meets them (ties: lower p99, then fewer instances). The report folder:
 
 - ``report.html``: the constraints, the best configuration, the plots, every measurement;
 - ``throughput_vs_p99.png``: throughput against p99 latency, one line per candidate over its concurrencies;
-- ``cpu_per_inference.png``: server and model-instance CPU per inference at each candidate's best point;
-- ``best/config.pbtxt`` (and ``results.json``, every number).
+- ``cpu_per_inference.png``: server and model-instance CPU per inference at each candidate's best point
+  (both drawn by :mod:`.plots`);
+- ``best/config.pbtxt``: the best candidate's config, an edit of the model's own file (see :mod:`.config_edit`);
+- ``results.json``: every number.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..perf import Measurement
+from .plots import LABELS, cpu_plot, throughput_plot
 from .run import Result
 
 __all__ = ["Constraints", "Choice", "choose", "write_report"]
@@ -72,60 +75,20 @@ def choose(results: Sequence[Result], constraints: Constraints) -> Choice | None
 
 
 def _plots(results: Sequence[Result], choice: Choice | None, constraints: Constraints, out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     measured = [r for r in results if r.points]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
-    for r in measured:
-        best = choice is not None and r is choice.result
-        ax.plot(
-            [p.p99_us / 1000 for p in r.points],
-            [p.throughput for p in r.points],
-            marker="o",
-            linewidth=2.5 if best else 1.0,
-            label=r.candidate.label + (" (best)" if best else ""),
-        )
-        for p in r.points:
-            ax.annotate(
-                f"c{p.concurrency}",
-                (p.p99_us / 1000, p.throughput),
-                fontsize=7,
-                textcoords="offset points",
-                xytext=(3, 3),
-            )
-    if constraints.p99_ms is not None:
-        ax.axvline(constraints.p99_ms, color="red", linestyle="--", linewidth=1, label="p99 budget")
-    if constraints.min_throughput is not None:
-        ax.axhline(constraints.min_throughput, color="gray", linestyle=":", linewidth=1, label="min throughput")
-    ax.set_xlabel("p99 latency (ms)")
-    ax.set_ylabel("throughput (infer/s)")
-    ax.set_title("throughput against p99 latency (labels: client concurrency)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(out / "throughput_vs_p99.png")
-    plt.close(fig)
-
-    labels, core, workers = [], [], []
+    throughput_plot(
+        measured,
+        choice.result if choice is not None else None,
+        constraints.p99_ms,
+        constraints.min_throughput,
+        out / "throughput_vs_p99.png",
+    )
+    rows = []
     for r in measured:
         point = _best_point(r, constraints, True) or _best_point(r, constraints, False)
         assert point is not None
-        labels.append(f"{r.candidate.label}\nc{point.concurrency}")
-        core.append(point.server_cpu_us)
-        workers.append(point.worker_cpu_us)
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) + 2), 4.5), dpi=100)
-    ax.bar(labels, core, label="server (core) process")
-    ax.bar(labels, workers, bottom=core, label="model instances (workers)")
-    ax.set_ylabel("CPU per inference (µs)")
-    ax.set_title("server CPU per inference at each configuration's best point")
-    ax.tick_params(axis="x", labelsize=7, rotation=45)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "cpu_per_inference.png")
-    plt.close(fig)
+        rows.append((r.candidate.label, point))
+    cpu_plot(rows, out / "cpu_per_inference.png")
     return ["throughput_vs_p99.png", "cpu_per_inference.png"]
 
 
@@ -208,6 +171,7 @@ td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}pre{{background:#
 <p>Mode: {html.escape(mode)}. Constraints: {html.escape(constraints.describe())}.
 {len(results)} configurations, {len(rows)} measurements (perf_analyzer, gRPC).</p>
 {"".join(f"<p>{html.escape(n)}</p>" for n in notes)}
+<p>Configuration names: {html.escape(LABELS)}.</p>
 {verdict}
 {"".join(f'<p><img src="{name}" alt="{name}"></p>' for name in plots)}
 <h2>Every measurement</h2>

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core.model_repository.dependencies import composing_of
 from ..perf import Measurement, PerfAnalyzerError, measure, stop_process
-from .space import Candidate, base_config, candidate_config, config_text
+from .space import Candidate, base_config, candidate_text
 
 __all__ = ["Result", "prepare_repository", "measure_candidate", "ServerFailed"]
 
@@ -76,7 +76,7 @@ def prepare_repository(repository: Path, model: str, candidate: Candidate, targe
             raise FileNotFoundError(f"model '{name}' is not in {repository}")
         _link_tree(folder, target / name)
         wanted += sorted(composing_of(base_config(folder)))
-    text = config_text(candidate_config(base_config(repository / model), candidate))
+    text = candidate_text(repository / model, candidate)
     config = target / model / "config.pbtxt"
     config.unlink(missing_ok=True)  # a hard link: never write through it into the source
     config.write_text(text)

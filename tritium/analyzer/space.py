@@ -17,8 +17,19 @@ from google.protobuf import text_format
 
 from ..core.model_config.parser import read_config_file
 from ..proto import model_config_pb2 as mc
+from .config_edit import edit_config_text
 
-__all__ = ["Candidate", "Space", "QUICK", "FULL", "candidates", "candidate_config", "base_config", "config_text"]
+__all__ = [
+    "Candidate",
+    "Space",
+    "QUICK",
+    "FULL",
+    "candidates",
+    "candidate_config",
+    "candidate_text",
+    "base_config",
+    "config_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +172,18 @@ def candidate_config(config: mc.ModelConfig, candidate: Candidate) -> mc.ModelCo
 def config_text(config: mc.ModelConfig) -> str:
     """``config.pbtxt`` text (protobuf text format)."""
     return text_format.MessageToString(config)
+
+
+def candidate_text(model_dir: Path, candidate: Candidate) -> str:
+    """The candidate's ``config.pbtxt`` text: an edit of the model's own file (its comments, field
+    order and layout kept; only the fields the candidate sets differ), or protobuf's rendering
+    when the model has no ``config.pbtxt``.
+
+    :raises TritonError: INVALID_ARG when the file does not parse.
+    """
+    config = base_config(model_dir)
+    wanted = candidate_config(config, candidate)
+    path = model_dir / "config.pbtxt"
+    if not path.exists():
+        return config_text(wanted)
+    return edit_config_text(path.read_text(encoding="utf-8"), config, wanted)
