@@ -599,14 +599,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     options, args = parse_args(argv)
     try:
-        LogManager(
-            args.log_file,
-            args.log_info,
-            args.log_warning,
-            args.log_error,
-            options.log_verbose,
-            args.log_format or "default",
-        ).install()
+        LogManager.from_args(args).install()
     except TritonError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         sys.exit(1)

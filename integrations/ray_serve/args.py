@@ -198,14 +198,22 @@ def parse_server_argv(argv: list[str]) -> Any:
 
     :raises ValueError: with the parser's message (it would exit with status 2).
     """
+    return parse_server_command(argv)[0]
+
+
+def parse_server_command(argv: list[str]) -> tuple[Any, Any]:
+    """``tritium-server``'s parser over ``argv``: its ``ServerOptions`` and the parsed flags (``--log-*``...).
+
+    :raises ValueError: with the parser's message (it would exit with status 2).
+    """
     from ...cli import parse_args
 
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            options, _ = parse_args(argv)
+            options, args = parse_args(argv)
     except SystemExit:
         message = errors.getvalue().strip().splitlines()
         reason = next((line for line in message if ": error: " in line), message[-1] if message else "")
         raise ValueError(reason or f"tritium-server refused {argv}") from None
-    return options
+    return options, args
