@@ -285,3 +285,28 @@ def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_pat
         TritiumArgs(model_repository="m", server_args=["--http-restricted-api=model-repository:k=v"])
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         TritiumArgs(model_repository="m", num_replica=2)
+
+
+@pytest.mark.parametrize(
+    ("root_path", "path", "status"),
+    [
+        ("", "/v2/health/live", 200),
+        ("/tritium", "/tritium/v2/health/live", 200),  # an application deployed with route_prefix /tritium
+        ("/tritium/", "/tritium/v2/health/live", 200),
+        ("/tritium", "/tritium", 404),
+        ("/tritium", "/tritiumx/v2/health/live", 404),
+    ],
+)
+def test_routes_answer_below_the_applications_route_prefix(root_path: str, path: str, status: int) -> None:
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from tritium.integrations.ray_serve.http_routes import Routes, handle
+
+    server = SimpleNamespace(options=SimpleNamespace(max_request_bytes=1024), live=True)
+    routes = Routes(server, agent=None)  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "GET", "path": path, "root_path": root_path, "query_string": b"", "headers": []}
+    response = asyncio.run(handle(routes, Request(scope)))
+    assert response.status_code == status
+    assert response.body == (b"" if status == 200 else b'{"error":"Not Found"}')
