@@ -272,8 +272,14 @@ def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_pat
     ]
     options = args.deployment_options()
     assert options["autoscaling_config"]["max_replicas"] == 3 and "num_replicas" not in options
-    assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 0.0}
-    assert options["logging_config"] == {"enable_access_log": True}
+    same_loop = {"env_vars": {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}}
+    assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 0.0, "runtime_env": same_loop}
+    assert options["logging_config"] == {"enable_access_log": False}
+    serve_like = TritiumArgs(model_repository="m", access_log="true", separate_thread="true").deployment_options()
+    assert serve_like["ray_actor_options"]["runtime_env"] == {
+        "env_vars": {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "1"}
+    }
+    assert serve_like["logging_config"] == {"enable_access_log": True}
     assert TritiumArgs(model_repository="m").deployment_options()["num_replicas"] == 1
     with pytest.raises(ValueError, match="unrecognized arguments: --bogus"):
         TritiumArgs(model_repository="m", server_args="--bogus")
