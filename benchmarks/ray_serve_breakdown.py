@@ -7,9 +7,10 @@ after a warm-up, median and mean in µs, on this machine:
 * **direct**: one ``tritium-server`` over HTTP and gRPC (stock tritonclient);
 * **Serve**: the ``tritium.integrations.ray_serve`` application (1 replica) through
   Serve's HTTP and gRPC proxies (the same clients);
-* **handle**: a call through a Serve ``DeploymentHandle`` from a Ray driver to
-  the replica's no-op ``check_health`` (Serve's router, a Ray actor call, the
-  replica's request handling; no proxy, no tritium work);
+* **handle**: calls through a Serve ``DeploymentHandle`` from a Ray driver (this
+  process) to a no-op method: the tritium replica's ``check_health`` and the no-op
+  application's ``ping`` (Serve's router, a Ray actor call, the replica's request
+  handling; no proxy, no work);
 * **tritium in the replica**: tritium's own part, measured in this process on an
   :class:`~tritium.core.server.InferenceServer` with the same repository (no
   Ray): the integration's handlers (``Routes`` for HTTP with the body tritonclient
@@ -27,7 +28,7 @@ Writes its section of ``docs/performance.md`` (``--output``). Needs the ``ray`` 
 
 Usage::
 
-    python benchmarks/ray_serve_breakdown.py [--requests 400] [--output docs/performance.md]
+    python benchmarks/ray_serve_breakdown.py [--requests 300] [--rounds 3] [--output docs/performance.md]
 """
 
 from __future__ import annotations
