@@ -167,6 +167,21 @@ class LogManager:
         handler.addFilter(_LevelFilter(self))
         self.handler = handler
 
+    @classmethod
+    def from_args(cls, args: Any) -> LogManager:
+        """The settings of ``tritium-server``'s ``--log-*`` flags (``args``: its parsed command line).
+
+        :raises TritonError: as the constructor.
+        """
+        return cls(
+            args.log_file,
+            args.log_info,
+            args.log_warning,
+            args.log_error,
+            args.log_verbose,
+            args.log_format or "default",
+        )
+
     def install(self) -> None:
         """Make this the handler of the ``tritium`` loggers (replacing any earlier one) and the
         process's :func:`log_manager`."""

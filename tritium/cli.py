@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import logging
 import os
 import signal
@@ -180,7 +181,30 @@ class _Parser(argparse.ArgumentParser):
     """Refusals on one line, then a one-line pointer to ``--help`` (no usage block)."""
 
     def error(self, message: str) -> Any:  # argparse's hook: print and exit 2
+        if message.startswith(_UNRECOGNIZED):
+            known = [
+                o for o, a in self._option_string_actions.items() if o.startswith("--") and not isinstance(a, _NotYet)
+            ]
+            message += _suggestions(message[len(_UNRECOGNIZED) :].split(), known)
         self.exit(2, f"{self.prog}: error: {message}\nRun '{self.prog} --help' for the flags.\n")
+
+
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def _suggestions(words: list[str], known: list[str]) -> str:
+    """`` (did you mean --x?)`` for each unknown ``--flag`` in ``words`` close to a ``known`` one, or ``""``."""
+    found = []
+    for word in words:
+        flag = word.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.8) if flag.startswith("--") else []
+        if close:
+            found.append((flag, close[0]))
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f" (did you mean {found[0][1]}?)"
+    return " (did you mean " + ", ".join(f"{right} for {wrong}" for wrong, right in found) + "?)"
 
 
 class _NotYet(argparse.Action):
@@ -580,14 +604,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     options, args = parse_args(argv)
     try:
-        LogManager(
-            args.log_file,
-            args.log_info,
-            args.log_warning,
-            args.log_error,
-            options.log_verbose,
-            args.log_format or "default",
-        ).install()
+        LogManager.from_args(args).install()
     except TritonError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         sys.exit(1)

@@ -467,11 +467,12 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     await model.unload()
                     raise
             except TritonError as exc:
-                reason = f"{exc.code.text}: {exc.message}"
-                log.error("failed to load '%s' version %d: %s", name, status.version, reason)
-                # clients see the reason without the server's folders (the log has them)
+                # the server's folders by role (the options table names them): the log line reads
+                # as the model table, the final error and the clients' answers do
                 places = client_places(self.options.backend_directory, source)
-                status.move(ModelState.UNAVAILABLE, redact_paths(reason, places))
+                reason = redact_paths(f"{exc.code.text}: {exc.message}", places)
+                log.error("failed to load '%s' version %d: %s", name, status.version, reason)
+                status.move(ModelState.UNAVAILABLE, reason)
                 return
             except Exception as exc:  # a bug must fail this model, not the server
                 status.move(ModelState.UNAVAILABLE, f"Internal: {type(exc).__name__}: {exc}")

@@ -196,7 +196,7 @@ class Routes:
         return _json(self.server.repository_index(ready))
 
     async def route(self, request: Request) -> Response:
-        path, method = request.url.path, request.method
+        path, method = _application_path(request), request.method
 
         async def get(answer: Callable[[], Awaitable[Response]]) -> Response:
             return await answer() if method == "GET" else _not_allowed()
@@ -233,6 +233,15 @@ class Routes:
         if extension is not None:
             raise TritonError(Code.UNSUPPORTED, f"the {extension} extension is not supported by tritium yet")
         return _not_found()
+
+
+def _application_path(request: Request) -> str:
+    """The URL path below the application's ``route_prefix`` (Serve passes it as the ASGI ``root_path``)."""
+    path = request.url.path
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :] or "/"
+    return path
 
 
 async def _now(response: Response) -> Response:

@@ -24,8 +24,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...core.errors import Code, TritonError
 from .agent import ReplicaAgent
-from .args import Settings, parse_server_argv
+from .args import Settings, parse_server_command
 from .grpc_methods import GrpcMethods
 from .http_routes import Routes, handle
 
@@ -45,6 +46,23 @@ def _replica_identity() -> tuple[str, Any]:
         return f"pid-{os.getpid()}", None
 
 
+def load_failure_message(failures: list[str]) -> str:
+    """The error a replica fails with when models did not load: its first line names a model and the reason.
+
+    ``failures`` are the repository's ``"<model> version <n>: <reason>"`` entries
+    (a reason may span lines: a Python traceback). The first line is what Serve's
+    deployment error and ``serve status`` end with, so it is the first model's
+    name and the first line of its reason; every failure follows in full.
+    """
+    name, _, reason = failures[0].partition(": ")
+    model, _, version = name.partition(" version ")
+    which = f"model '{model}'" + (f" version {version}" if version else "")
+    first = f"{which} failed to load: {reason.splitlines()[0] if reason else 'no reason given'}"
+    if len(failures) > 1:
+        first += f" (and {len(failures) - 1} more)"
+    return "\n".join([first, "failed to load all models (--exit-on-error=true):", *failures])
+
+
 class TritiumServer(GrpcMethods):
     """A tritium server in one Serve replica.
 
@@ -52,19 +70,31 @@ class TritiumServer(GrpcMethods):
     :param coordinator: a deployment handle on the application's ``TritiumCoordinator``.
     :param settings: the application's :class:`~.args.Settings` (or a dict of them).
     :raises TritonError: from the constructor when a model fails to load with
-        ``--exit-on-error`` (the default), or the coordinator cannot be reached.
+        ``--exit-on-error`` (the default: INTERNAL, its first line naming the model and
+        the reason, see :func:`load_failure_message`), or the coordinator cannot be reached.
     """
 
     async def __init__(self, server_argv: list[str], coordinator: Any, settings: Any = None) -> None:
+        from ...core.logging import LogManager
         from ...core.server import InferenceServer
 
         os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # workers start while gRPC runs
         settings = Settings.model_validate(settings or {})
-        options = parse_server_argv(list(server_argv))
+        options, args = parse_server_command(list(server_argv))
+        # tritium's own log, as tritium-server writes it (--log-* flags): on the replica's stderr,
+        # which Ray shows in `serve run`'s console and keeps in the node's worker-*.err file
+        LogManager.from_args(args).install()
         options.http = options.grpc = options.metrics = False  # Serve's proxies are the endpoints
+        exit_on_error, options.exit_on_error = options.exit_on_error, False  # checked below, naming the model
         self.replica_id, actor = _replica_identity()
         self.server = InferenceServer(options)
         await self.server.start(frontends=False)
+        failures = self.server.repository.failures
+        if failures and exit_on_error:
+            await self.server.stop()
+            error = TritonError(Code.INTERNAL, load_failure_message(failures))
+            log.error("replica %s cannot serve: %s", self.replica_id, error.message.split("\n", 1)[0])
+            raise error from None
         self.agent = ReplicaAgent(self.server, coordinator, self.replica_id, actor, settings)
         try:
             await self.agent.join()

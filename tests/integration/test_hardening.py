@@ -488,7 +488,12 @@ def test_load_errors_do_not_show_the_servers_folders(server: ServerProcess) -> N
     assert "<backend-directory>/nosuchbackend/libtriton_nosuchbackend.py" in message
     assert "<model-repository>/nob/1/libtriton_nosuchbackend.py" in message
     assert str(REPO_ROOT) not in message and str(Path(server.repositories[0])) not in message
-    assert str(REPO_ROOT / "backends") in server.log()  # the operator's log keeps the paths
+    # the log's line says it as the client's answer does; the options table names the folders
+    lines = [line for line in server.log().splitlines() if "failed to load 'nob' version 1: " in line]
+    reason = message.split("version 1 is at UNAVAILABLE state: ", 1)[1].rstrip(";\n")
+    assert reason.startswith("Not found: unable to find backend library for backend 'nosuchbackend', searched: ")
+    assert lines and all(line.endswith(f"failed to load 'nob' version 1: {reason}") for line in lines), lines
+    assert f"| backend_directory        | {REPO_ROOT / 'backends'}" in server.log()
 
 
 def test_a_disconnect_mid_body_is_one_short_line_at_most(server: ServerProcess) -> None:

@@ -91,18 +91,19 @@ def test_missing_backend_fails_alone_and_lists_every_path_searched(tmp_path, sta
     shutil.copytree(REPO_ROOT / "backends" / "identity", backends / "identity")
     server = start_server([repo], [f"--backend-directory={backends}", "--exit-on-error=false"])
     log = server.log()
-    searched = [
-        repo / "broken" / "1" / "libtriton_nope.py",
-        repo / "broken" / "1" / "libtriton_nope",
-        repo / "broken" / "1" / "libtriton_nope.so",
-        repo / "broken" / "libtriton_nope.py",
-        repo / "broken" / "libtriton_nope.so",
-        backends / "nope" / "libtriton_nope.py",
-        backends / "nope" / "libtriton_nope.so",
+    searched = [  # by the folders' roles, as clients see them; the options table names the folders
+        "<model-repository>/broken/1/libtriton_nope.py",
+        "<model-repository>/broken/1/libtriton_nope",
+        "<model-repository>/broken/1/libtriton_nope.so",
+        "<model-repository>/broken/libtriton_nope.py",
+        "<model-repository>/broken/libtriton_nope.so",
+        "<backend-directory>/nope/libtriton_nope.py",
+        "<backend-directory>/nope/libtriton_nope.so",
     ]
     assert "failed to load 'broken' version 1: Not found: unable to find backend library for backend 'nope'" in log
     for path in searched:
-        assert str(path) in log
+        assert path in log
+    assert f"| backend_directory        | {backends}" in log and f"| model_repository_path[0] | {repo}" in log
     # the broken model is unavailable, the other one serves, and the server is not ready (strict readiness)
     assert http_get(f"http://{server.http_url}/v2/models/broken") == (
         404,

@@ -707,10 +707,11 @@ def test_auto_complete_failures_fail_the_load(server: ServerProcess, repo: Path)
     model_line = _line_of(AUTOCOMPLETE_RAISES_MODEL, "set_max_batch_size(2)")
     # Triton's pure-Python ModelConfig shows in the traceback, as it does in Triton
     assert (
-        f"): set_max_batch_size\n  {repo}/autocomplete_raises/1/model.py({model_line}): auto_complete_config\n"
+        f"): set_max_batch_size\n  <model-repository>/autocomplete_raises/1/model.py({model_line}): auto_complete_config\n"
         in reason
     )
-    assert f"  {pb_utils_file}(" in reason
+    # the log's reason names the server's folders by role, as the clients' answer does
+    assert f"  <backend-directory>/python/{pb_utils_file.name}(" in reason and str(repo) not in reason
     assert load_failure(server, "autocomplete_none") == (
         "Internal: auto_complete_config function in model 'autocomplete_none' must return a valid pb.ModelConfig object."
     )
@@ -720,9 +721,9 @@ def test_auto_complete_failures_fail_the_load(server: ServerProcess, repo: Path)
 def test_initialize_exception_fails_the_load_with_the_traceback(
     server: ServerProcess, client: httpclient.InferenceServerClient, repo: Path
 ) -> None:
-    path = repo / "broken_init" / "1" / "model.py"
+    path = "<model-repository>/broken_init/1/model.py"
     message = f"RuntimeError: boom: deliberate failure in initialize\n\nAt:\n  {path}(6): initialize\n"
-    # the log line Triton writes, verbatim (the traceback ends with a newline)
+    # the log line Triton writes (the traceback ends with a newline), the model's folder by role
     assert f"failed to load 'broken_init' version 1: Internal: {message}\n" in server.log()
     assert http_call(server, "GET", "/v2/models/broken_init/ready")[0] == 400
     assert client.is_model_ready("exec_error")  # the others serve
@@ -731,14 +732,14 @@ def test_initialize_exception_fails_the_load_with_the_traceback(
 def test_load_failure_messages(server: ServerProcess, repo: Path) -> None:
     helper_line = _line_of(NESTED_INIT_MODEL, 'raise MyError("nested "')
     init_line = _line_of(NESTED_INIT_MODEL, 'helper("boom")')
-    nested = repo / "nested_init" / "1" / "model.py"
+    nested = "<model-repository>/nested_init/1/model.py"
     assert load_failure(server, "nested_init") == (
         f"Internal: MyError: nested boom\n\nAt:\n  {nested}({helper_line}): helper\n  {nested}({init_line}): initialize\n"
     )
     reason = load_failure(server, "import_error")
     assert reason.startswith(
         "Internal: ModuleNotFoundError: No module named 'no_such_module_for_tritium_tests'\n\nAt:\n"
-        f"  {repo / 'import_error' / '1' / 'model.py'}(3): <module>\n"
+        "  <model-repository>/import_error/1/model.py(3): <module>\n"
     )
     reason = load_failure(server, "syntax_error")
     assert reason.startswith("Internal: SyntaxError: ") and reason.endswith("(model.py, line 3)")

@@ -12,7 +12,11 @@ CONFIG --non-blocking`` (a Serve config file, as a user would), twice:
    replaced;
 2. explicit model control with autoscaling (1 to 2 replicas): a model load and
    unload reaches every replica, a replica added later replays the loads, and
-   the replica count follows the load up and back down.
+   the replica count follows the load up and back down;
+
+then, last (a failed ``serve run`` shuts Serve down), a repository with a model
+that fails to load, deployed with ``serve run IMPORT_PATH key=value`` as a user
+would: its console shows tritium's start-up tables and the model's reason.
 
 Every wait is bounded (see ``_wait``). Budget: about 2-3 minutes on 2 cores,
 most of it Ray and replica start-up.
@@ -24,6 +28,7 @@ import http.client as http_client
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,7 +48,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from tests.support.ray_cluster import RayCluster, replica_pids, replicas_in_metrics  # noqa: E402
+from tests.support.ray_cluster import SERVE, RayCluster, replica_pids, replicas_in_metrics  # noqa: E402
 from tests.support.repo import add_model, identity_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -502,3 +507,66 @@ def test_load_unload_reach_every_replica_and_autoscaling_follows_the_load(fixed:
     assert http.is_server_ready() and http.is_model_ready("identity_fp32") and not http.is_model_ready(ONNX)
     http.close()
     grpc.close()
+
+
+# -- last: a model that fails to load, deployed as a user would (a failed `serve run` shuts Serve down) --
+BROKEN = """
+class TritonPythonModel:
+    def initialize(self, args):
+        raise ValueError("weights file missing")
+"""
+_COLOR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_serve_run_shows_tritiums_tables_and_a_failed_models_reason(fixed: RayCluster, built, tmp_path: Path) -> None:
+    """``serve run tritium.integrations.ray_serve:app model_repository=...`` with a broken python model.
+
+    Ray shows each replica's stderr in the ``serve run`` console, prefixed with
+    ``(ServeReplica:<app>:TritiumServer pid=N)``: tritium's log goes there, tables
+    included, and the exception the replica fails with names the model and its
+    reason on its first line. Serve's own last line stays Ray's.
+    """
+    cluster, repo, _ = built
+    broken = tmp_path / "models"
+    shutil.copytree(repo / "add_sub", broken / "add_sub")
+    (broken / "broken" / "1").mkdir(parents=True)
+    config = (repo / "add_sub" / "config.pbtxt").read_text().replace('name: "add_sub"', 'name: "broken"')
+    (broken / "broken" / "config.pbtxt").write_text(config)
+    (broken / "broken" / "1" / "model.py").write_text(BROKEN)
+    run = subprocess.run(
+        [
+            *SERVE,
+            "run",
+            "--address",
+            cluster.address,
+            "--name",
+            "broken",
+            "--route-prefix",
+            "/broken",
+            "tritium.integrations.ray_serve:app",
+            f"model_repository={broken}",
+            "num_cpus=0.5",
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    console = _COLOR.sub("", run.stdout + run.stderr)
+    replica = re.compile(r"^\(ServeReplica:broken:TritiumServer pid=\d+\) (.*)$", re.M)
+    lines = replica.findall(console)
+    cells = [" ".join(line.split()) for line in lines]  # table rows with their padding collapsed
+    reason = "Internal: ValueError: weights file missing"
+    # tritium's start-up tables, as tritium-server prints them
+    assert "| Model | Version | Status |" in cells, console[-6000:]
+    assert "| add_sub | 1 | READY |" in cells
+    assert f"| broken | 1 | UNAVAILABLE: {reason} |" in cells
+    assert f"| model_repository_path[0] | {broken} |" in cells
+    assert any(line.endswith(f"failed to load 'broken' version 1: {reason}") for line in lines)
+    first = f"model 'broken' version 1 failed to load: {reason}"
+    assert any(re.search(r"\] replica \S+ cannot serve: " + re.escape(first) + "$", line) for line in lines), lines
+    # the deployment error Serve logs (its controller's traceback) ends with the replica's exception
+    errors = [line for line in console.splitlines() if "TritonError: " in line]
+    assert errors and all(f"tritium.core.errors.TritonError: {first}" in line for line in errors), errors
+    assert "RuntimeError: Deploying application broken failed" in console  # Ray's own last words

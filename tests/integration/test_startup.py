@@ -161,6 +161,23 @@ def test_refused_flag_is_one_line_and_a_pointer() -> None:
     ]
 
 
+def test_typod_flag_gets_the_closest_known_flag() -> None:
+    assert run_cli("--model-repostory=/nowhere").stderr.splitlines() == [
+        "tritium-server: error: unrecognized arguments: --model-repostory=/nowhere (did you mean --model-repository?)",
+        "Run 'tritium-server --help' for the flags.",
+    ]
+    done = run_cli("--model-repository=/nowhere", "--log-verbos", "1", "--http-prt=8000")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0] == (
+        "tritium-server: error: unrecognized arguments: --log-verbos 1 --http-prt=8000 "
+        "(did you mean --log-verbose for --log-verbos, --http-port for --http-prt?)"
+    )
+    # a refused tritonserver flag is never suggested: it would only be refused next
+    assert run_cli("--host-polcy=gpu_0,numa-node=0").stderr.splitlines()[0] == (
+        "tritium-server: error: unrecognized arguments: --host-polcy=gpu_0,numa-node=0"
+    )
+
+
 def test_help_says_each_default_once() -> None:
     text = run_cli("--help").stdout
     entries = re.split(r"\n  (?=-)", text)  # one chunk per flag

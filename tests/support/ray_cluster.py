@@ -31,9 +31,11 @@ import yaml
 from tests.support.procs import children_of
 from tests.support.server import free_port
 
-__all__ = ["RayCluster", "descendants", "replica_pids", "replicas_in_metrics"]
+__all__ = ["RayCluster", "descendants", "replica_pids", "replicas_in_metrics", "RAY", "SERVE"]
 
-BIN = Path(sys.executable).parent
+# Ray's two command lines, run by this interpreter (a console script's shebang may name another venv's)
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+SERVE = [sys.executable, "-m", "ray.serve.scripts"]
 
 
 def descendants(pid: int) -> list[int]:
@@ -114,7 +116,7 @@ class RayCluster:
     def launch(self) -> RayCluster:
         """Start the head node without waiting (see :meth:`wait_started`)."""
         cmd = [
-            str(BIN / "ray"),
+            *RAY,
             "start",
             "--head",
             "--block",
@@ -185,7 +187,7 @@ class RayCluster:
         path = self.dir / f"serve-{time.monotonic_ns()}.yaml"
         path.write_text(yaml.safe_dump(config))
         run = subprocess.run(
-            [str(BIN / "serve"), "run", str(path), "--address", self.address, "--non-blocking"],
+            [*SERVE, "run", str(path), "--address", self.address, "--non-blocking"],
             env=self.env,
             capture_output=True,
             text=True,

@@ -276,8 +276,14 @@ def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_pat
     ]
     options = args.deployment_options()
     assert options["autoscaling_config"]["max_replicas"] == 3 and "num_replicas" not in options
-    assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 0.0}
-    assert options["logging_config"] == {"enable_access_log": True}
+    same_loop = {"env_vars": {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}}
+    assert options["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 0.0, "runtime_env": same_loop}
+    assert options["logging_config"] == {"enable_access_log": False}
+    serve_like = TritiumArgs(model_repository="m", access_log="true", separate_thread="true").deployment_options()
+    assert serve_like["ray_actor_options"]["runtime_env"] == {
+        "env_vars": {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "1"}
+    }
+    assert serve_like["logging_config"] == {"enable_access_log": True}
     assert TritiumArgs(model_repository="m").deployment_options()["num_replicas"] == 1
     with pytest.raises(ValueError, match="unrecognized arguments: --bogus"):
         TritiumArgs(model_repository="m", server_args="--bogus")
@@ -289,3 +295,28 @@ def test_arguments_validate_like_tritium_server_and_map_to_serve_options(tmp_pat
         TritiumArgs(model_repository="m", server_args=["--http-restricted-api=model-repository:k=v"])
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         TritiumArgs(model_repository="m", num_replica=2)
+
+
+@pytest.mark.parametrize(
+    ("root_path", "path", "status"),
+    [
+        ("", "/v2/health/live", 200),
+        ("/tritium", "/tritium/v2/health/live", 200),  # an application deployed with route_prefix /tritium
+        ("/tritium/", "/tritium/v2/health/live", 200),
+        ("/tritium", "/tritium", 404),
+        ("/tritium", "/tritiumx/v2/health/live", 404),
+    ],
+)
+def test_routes_answer_below_the_applications_route_prefix(root_path: str, path: str, status: int) -> None:
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from tritium.integrations.ray_serve.http_routes import Routes, handle
+
+    server = SimpleNamespace(options=SimpleNamespace(max_request_bytes=1024), live=True)
+    routes = Routes(server, agent=None)  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "GET", "path": path, "root_path": root_path, "query_string": b"", "headers": []}
+    response = asyncio.run(handle(routes, Request(scope)))
+    assert response.status_code == status
+    assert response.body == (b"" if status == 200 else b'{"error":"Not Found"}')
