@@ -24,7 +24,7 @@ from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
-from .router import METHOD_NOT_ALLOWED, NOT_FOUND, Router
+from .router import METHOD_NOT_ALLOWED, Router
 from .routes import add_routes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,9 +57,11 @@ class HTTPFrontend:
     :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
+    :param router: the URL table (default: :func:`create_router`'s); another endpoint that serves
+        the same handlers under other URLs (SageMaker, Vertex AI) passes its own.
+    :param name: the endpoint's name (its ``plugins.toml`` table).
+    :param service: what the start-up line calls it (``Started <service> at <address>:<port>``).
     """
-
-    name = "http"
 
     def __init__(
         self,
@@ -71,12 +73,17 @@ class HTTPFrontend:
         timeouts: HttpTimeouts | None = None,
         tls: Any = None,
         max_json_bytes: int = 0,
+        router: Router | None = None,
+        name: str = "http",
+        service: str = "HTTPService",
     ) -> None:
+        self.name = name
+        self.service = service
         self.server = server
         self.address = address
         self.port = port
         self.context = EndpointContext(server, max_request_bytes, max_json_bytes)
-        self.router = create_router()
+        self.router = router if router is not None else create_router()
         self.restrictions = dict(restrictions or {})
         self.connections = ConnectionTable(timeouts)
         #: bytes of request bodies being received or handled: the server's budget, shared with gRPC
@@ -144,7 +151,7 @@ class HTTPFrontend:
         if route is None:
             route, request.params = self.router.resolve(request.path)
             if route is None:
-                respond(NOT_FOUND)
+                respond(self.router.not_found)
                 return
         handler = route.handlers.get(request.method)
         if handler is None:
@@ -201,7 +208,7 @@ class HTTPFrontend:
             backlog=1024,
             ssl=context,
         )
-        log.info("Started HTTPService at %s:%d%s", self.address, self.port, " (HTTPS)" if context else "")
+        log.info("Started %s at %s:%d%s", self.service, self.address, self.port, " (HTTPS)" if context else "")
 
     async def stop(self, grace: float) -> None:
         """Stop accepting connections, let requests in flight finish for ``grace`` s, close."""
@@ -219,13 +226,27 @@ class HTTPFrontend:
         await listener.wait_closed()
 
 
-def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
-    """The frontend for ``server.options`` (address, port and request size limit)."""
+def frontend_from_options(
+    server: InferenceServer,
+    address: str | None = None,
+    port: int | None = None,
+    router: Router | None = None,
+    name: str = "http",
+    service: str = "HTTPService",
+    tls: bool = True,
+) -> HTTPFrontend:
+    """The frontend for ``server.options`` (address, port, limits, timeouts, TLS, restrictions).
+
+    The other parameters serve another endpoint with the same machinery (SageMaker, Vertex
+    AI): its address and port (default ``--http-address``/``--http-port``), URL table, name
+    and start-up label (see :class:`HTTPFrontend`); ``tls=False``: plain HTTP whatever
+    ``--http-use-ssl`` says.
+    """
     options = server.options
     return HTTPFrontend(
         server,
-        options.http_address,
-        options.http_port,
+        options.http_address if address is None else address,
+        options.http_port if port is None else port,
         options.max_request_bytes,
         options.http_restricted_api,
         HttpTimeouts(
@@ -233,6 +254,9 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
             options.network.http_body_timeout_s,
             options.network.http_idle_timeout_s,
         ),
-        options.network.http_tls,
+        options.network.http_tls if tls else None,
         options.network.max_json_request_bytes,
+        router,
+        name,
+        service,
     )
