@@ -93,7 +93,7 @@ def add_cloud_flags(
     p.add_argument(
         "--vertex-ai-default-model",
         metavar="NAME",
-        help="the model the Vertex AI predict route serves (default: the repository's only model)",
+        help="the model the Vertex AI predict route serves (if not given: the repository's only model)",
     )
     if prediction:  # Triton: in a Vertex AI prediction container only the Vertex AI endpoint serves by default
         p.set_defaults(allow_http=False, allow_grpc=False)

@@ -8,8 +8,9 @@ platform calls when an endpoint hosts many models (``boto3``'s
   model in ``<folder>`` (SageMaker's ``/opt/ml/models/<hash>/model``) under the
   name in ``X-Amzn-SageMaker-Target-Model`` (default ``model_name``). The folder
   holds the model itself (its ``config.pbtxt`` at the top) or one model folder.
-  200 empty; 409 when ``<name>`` is loaded already; 400 ``{"error"}`` when the
-  load fails (507 when the reason reads as running out of memory).
+  200 empty; 409 when ``<name>`` (or a model of the target's name) is loaded
+  already; 400 ``{"error"}`` when the load fails (507 when the reason reads as
+  running out of memory), and the failed model leaves nothing behind.
 - ``GET /models``: ``{"models": [{"modelName", "modelUrl"}, ...]}`` of the ready ones.
 - ``GET /models/<name>``: ``{"modelName", "modelUrl"}``; 404 empty when not loaded.
 - ``POST /models/<name>/invoke``: as ``/invocations``, on the loaded model; every
@@ -207,6 +208,8 @@ class MultiModel:
             target = request.headers.get(TARGET_HEADER) or name
             if name in self.models or name in self._busy:
                 return HttpResponse(409, codec.dumps({"error": f"model '{name}' is already loaded"}))
+            if ctx.server.model_ready(target):  # a model of the repositories, or another name's target
+                return HttpResponse(409, codec.dumps({"error": f"a model named '{target}' is already serving"}))
             folder, shown = await asyncio.to_thread(self._model_folder, url)
         except TritonError as exc:
             return error_response(exc)
@@ -215,11 +218,21 @@ class MultiModel:
         try:
             await ctx.server.load_model(target, folder=folder)
         except TritonError as exc:
+            await self._forget(ctx, target)
             return HttpResponse(_status_of(exc), codec.dumps({"error": exc.message}))
         finally:
             self._busy.discard(name)
         self.models[name] = (target, shown)
         return _EMPTY_OK
+
+    @staticmethod
+    async def _forget(ctx: EndpointContext, target: str) -> None:
+        """After a failed load: the model leaves no failed versions behind to hold readiness down
+        (Triton unregisters the repository it had registered for it)."""
+        try:
+            await ctx.server.unload_model(target)
+        except TritonError as exc:
+            log.warning("SageMaker: could not clear the failed model '%s': %s", target, exc.message)
 
     async def unload(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
         """``DELETE /models/<name>``: unload it and the models loaded for it; 404 empty when not loaded."""

@@ -20,6 +20,8 @@ Runs on the core's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from ..kserve_http.adapter import BAD_REQUEST, SAGEMAKER_BINARY, binary_content_type, delegate
 from ..kserve_http.context import EndpointContext
 from ..kserve_http.generate import generate, generate_stream
@@ -72,7 +74,7 @@ class SageMakerRoutes:
             return refused
         return health_live(ctx, request) if self.ping_mode == "live" else health_ready(ctx, request)
 
-    def invocations(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse | object:
+    def invocations(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse] | None:
         """``POST /invocations``: inference on the default model (see the module's description)."""
         refused = group_refusal(self.restrictions, "inference", request.headers)
         if refused is not None:
