@@ -16,7 +16,7 @@ Follows Triton's ``vertex_ai_server.cc`` (2.51, with the later fixes that apply
   with nothing, ``/ready``, ``/config``, ``/stats`` or ``/infer``, ``v2/models/stats``,
   ``v2/{system,cuda}sharedmemory[/region/<r>]/status``, ``v2/repository/index`` and
   ``metrics`` (the per-model metrics). Shared-memory registration and model
-  load/unload through a redirect are refused with 403 (as Triton since 2.60); any
+  load/unload through a redirect are refused with 403 (as Triton since 2.68); any
   other path is 400 with an empty body.
 - anything else: 400 with an empty body; a wrong method on a known URL: 405.
 

@@ -353,7 +353,7 @@ def test_vertex_ai_redirect_infer_and_stats(cloud: Cloud) -> None:
     ],
 )
 def test_vertex_ai_redirect_refused(cloud: Cloud, target: str, status: int) -> None:
-    """Changes to the server through a redirect are 403 (as Triton since 2.60); unknown targets 400; empty bodies."""
+    """Changes to the server through a redirect are 403 (as Triton since 2.68); unknown targets 400; empty bodies."""
     assert call(cloud.vertex, "POST", PREDICT, b"{}", {REDIRECT: target})[::2] == (status, b"")
     assert cloud.kserve("GET", "/v2/models/identity/ready")[0] == 200
 
