@@ -542,3 +542,27 @@ def test_plugins_toml_settings_are_checked(tmp_path: Path) -> None:
         "unknown setting(s) mystery in [frontends.sagemaker] (known: enabled, module, port, address, multi_model_root)"
         in log
     )
+
+
+def test_restricted_apis_hold_on_the_cloud_endpoints(tmp_path: Path) -> None:
+    """--http-restricted-api applies to both endpoints, by the API group of each route."""
+    repo = tmp_path / "repo"
+    add_model(repo, "identity", IDENTITY)
+    sagemaker, vertex = free_port(), free_port()
+    env = {"AIP_PREDICT_ROUTE": PREDICT, "AIP_HEALTH_ROUTE": HEALTH}
+    args = ["--http-restricted-api=inference,model-repository:admin-key=yes", *cloud_args(sagemaker, vertex)]
+    refused = (403, b'{"error":"This API is restricted, expecting header \'admin-key\'"}')
+    key = {"admin-key": "yes"}
+    with ServerProcess([repo], args, env=env) as server:
+        wait_listening(server, sagemaker, vertex)
+        assert call(sagemaker, "POST", "/invocations", JSON_REQUEST)[::2] == refused
+        assert call(sagemaker, "POST", "/invocations", JSON_REQUEST, {"admin-key": "no"})[::2] == refused
+        status, _, body = call(sagemaker, "POST", "/invocations", JSON_REQUEST, key)
+        assert (status, json.loads(body)) == (200, JSON_ANSWER)
+        assert call(sagemaker, "GET", "/models")[::2] == refused
+        assert call(sagemaker, "GET", "/ping")[::2] == (200, b"")
+        assert call(vertex, "POST", PREDICT, JSON_REQUEST)[::2] == refused
+        assert call(vertex, "POST", PREDICT, b"", {REDIRECT: "v2/repository/index"})[::2] == refused
+        assert call(vertex, "POST", PREDICT, b"", {REDIRECT: "v2/repository/index", **key})[0] == 200
+        assert call(vertex, "POST", PREDICT, b"", {REDIRECT: "v2/models/identity/ready"})[::2] == (200, b"")
+        assert call(vertex, "GET", HEALTH)[::2] == (200, b"")
