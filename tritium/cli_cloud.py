@@ -59,19 +59,10 @@ def add_cloud_flags(
         help="serve the SageMaker endpoint: /ping, /invocations, /models (default false)",
     )
     p.add_argument(
-        "--sagemaker-port",
-        type=to_port,
-        metavar="PORT",
-        help="port of the SageMaker endpoint (default $SAGEMAKER_BIND_TO_PORT, else 8080)",
-    )
-    p.add_argument(
         "--sagemaker-safe-port-range",
         type=_port_range,
         metavar="<integer>-<integer>",
         help="the ports the other endpoints must use (default $SAGEMAKER_SAFE_PORT_RANGE, else any)",
-    )
-    p.add_argument(
-        "--sagemaker-address", metavar="ADDRESS", help="tritium: address the SageMaker endpoint binds (default 0.0.0.0)"
     )
     p.add_argument(
         "--allow-vertex-ai",
@@ -82,19 +73,18 @@ def add_cloud_flags(
         "(default true when AIP_MODE=PREDICTION, else false)",
     )
     p.add_argument(
-        "--vertex-ai-port",
-        type=to_port,
-        metavar="PORT",
-        help="port of the Vertex AI endpoint (default $AIP_HTTP_PORT, else 8080)",
-    )
-    p.add_argument(
-        "--vertex-ai-address", metavar="ADDRESS", help="tritium: address the Vertex AI endpoint binds (default 0.0.0.0)"
-    )
-    p.add_argument(
         "--vertex-ai-default-model",
         metavar="NAME",
         help="the model the Vertex AI predict route serves (if not given: the repository's only model)",
     )
+    for flag, what, variable in (
+        ("sagemaker", "the SageMaker endpoint", "SAGEMAKER_BIND_TO_PORT"),
+        ("vertex-ai", "the Vertex AI endpoint", "AIP_HTTP_PORT"),
+    ):
+        p.add_argument(
+            f"--{flag}-port", type=to_port, metavar="PORT", help=f"port of {what} (default ${variable}, else 8080)"
+        )
+        p.add_argument(f"--{flag}-address", metavar="ADDRESS", help=f"tritium: address {what} binds (default 0.0.0.0)")
     if prediction:  # Triton: in a Vertex AI prediction container only the Vertex AI endpoint serves by default
         p.set_defaults(allow_http=False, allow_grpc=False)
 

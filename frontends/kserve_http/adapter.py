@@ -20,16 +20,19 @@ size in their ``Content-Type`` too; its multi-model invoke answers errors with
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from ...core import Code, TritonError
-from .app import HTTPFrontend
+from .app import HTTPFrontend, frontend_from_options
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
-from .router import Handler
+from .router import Handler, Router
 
 __all__ = [
     "PreparedFrontend",
+    "check_settings",
+    "cloud_frontend",
     "SAGEMAKER_BINARY",
     "VERTEX_AI_BINARY",
     "BAD_REQUEST",
@@ -139,6 +142,40 @@ async def _then(pending: Awaitable[HttpResponse], transform: Transform) -> HttpR
     except TritonError as exc:
         response = error_response(exc)
     return transform(response)
+
+
+def check_settings(table: str, settings: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Refuse keys of ``[frontends.<table>]`` that the endpoint does not know.
+
+    :raises TritonError: INVALID_ARG naming the unknown keys and the known ones.
+    """
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise TritonError(
+            Code.INVALID_ARG,
+            f"unknown setting(s) {', '.join(unknown)} in [frontends.{table}] (known: {', '.join(known)})",
+        )
+
+
+def cloud_frontend(
+    server: Any,
+    name: str,
+    service: str,
+    settings: Mapping[str, Any],
+    router: Router,
+    prepare: Callable[[], None],
+    default_port: int = 8080,
+) -> PreparedFrontend:
+    """A cloud endpoint: ``router`` on ``settings``' ``address`` (default 0.0.0.0, as Triton binds
+    them) and ``port``, plain HTTP, with the KServe endpoint's limits, timeouts and restrictions.
+
+    :param name: its ``plugins.toml`` name; ``service``: its start-up label (Triton's).
+    :param prepare: run once the models are loaded, before it serves (see :class:`PreparedFrontend`).
+    """
+    address = str(settings.get("address", "0.0.0.0"))
+    port = int(settings.get("port", default_port))
+    http = frontend_from_options(server, address, port, router, name=name, service=service, tls=False)
+    return PreparedFrontend(http, prepare)
 
 
 class PreparedFrontend:

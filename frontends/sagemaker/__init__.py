@@ -28,8 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core import Code, TritonError, hookimpl
-from ..kserve_http.adapter import PreparedFrontend
-from ..kserve_http.app import frontend_from_options
+from ..kserve_http.adapter import PreparedFrontend, check_settings, cloud_frontend
 from .multi_model import DEFAULT_ROOT, MultiModel
 from .routes import INFERENCE_TYPES, PING_MODES, UNSPECIFIED_MODEL, SageMakerRoutes
 
@@ -72,26 +71,12 @@ def sagemaker_frontend(
     :param env: the environment to read ``SAGEMAKER_*`` from.
     :raises TritonError: INVALID_ARG for an unknown setting or a bad environment value.
     """
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"unknown setting(s) {', '.join(unknown)} in [frontends.sagemaker] (known: {', '.join(SETTINGS)})",
-        )
+    check_settings("sagemaker", settings, SETTINGS)
     ping, kind = _environment(env)
     restrictions = dict(server.options.http_restricted_api)
     multi_model = MultiModel(server, str(settings.get("multi_model_root", DEFAULT_ROOT)), restrictions)
     default = env.get("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME", "")
     routes = SageMakerRoutes(default or UNSPECIFIED_MODEL, ping, kind, restrictions, multi_model)
-    http = frontend_from_options(
-        server,
-        str(settings.get("address", "0.0.0.0")),
-        int(settings.get("port", DEFAULT_PORT)),
-        routes.router(),
-        name="sagemaker",
-        service="Sagemaker HTTPService",
-        tls=False,
-    )
 
     def prepare() -> None:
         if default:
@@ -107,7 +92,9 @@ def sagemaker_frontend(
                 len(names),
             )
 
-    return PreparedFrontend(http, prepare)
+    return cloud_frontend(
+        server, "sagemaker", "Sagemaker HTTPService", settings, routes.router(), prepare, DEFAULT_PORT
+    )
 
 
 @hookimpl

@@ -28,8 +28,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core import Code, TritonError, hookimpl
-from ..kserve_http.adapter import PreparedFrontend
-from ..kserve_http.app import frontend_from_options
+from ..kserve_http.adapter import PreparedFrontend, check_settings, cloud_frontend
 from .routes import VertexAiRoutes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,32 +90,20 @@ def vertex_ai_frontend(
     :param env: the environment to read ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE`` from.
     :raises TritonError: INVALID_ARG for an unknown setting or a missing or bad route.
     """
-    unknown = sorted(set(settings) - set(SETTINGS))
-    if unknown:
-        raise TritonError(
-            Code.INVALID_ARG,
-            f"unknown setting(s) {', '.join(unknown)} in [frontends.vertex_ai] (known: {', '.join(SETTINGS)})",
-        )
+    check_settings("vertex_ai", settings, SETTINGS)
     predict, health = _route(env, "AIP_PREDICT_ROUTE"), _route(env, "AIP_HEALTH_ROUTE")
     if predict == health:
         raise TritonError(Code.INVALID_ARG, f"AIP_PREDICT_ROUTE and AIP_HEALTH_ROUTE are the same path '{predict}'")
     default = str(settings.get("default_model") or "")
     routes = VertexAiRoutes(predict, health, default, dict(server.options.http_restricted_api), _metrics(server))
-    http = frontend_from_options(
-        server,
-        str(settings.get("address", "0.0.0.0")),
-        int(settings.get("port", DEFAULT_PORT)),
-        routes.router(),
-        name="vertex_ai",
-        service="Vertex AI HTTPService",
-        tls=False,
-    )
 
     def prepare() -> None:
         routes.default_model = choose_default_model(server.repository_index(ready=True), default)
         log.info("Vertex AI: %s serves model '%s'", predict, routes.default_model)
 
-    return PreparedFrontend(http, prepare)
+    return cloud_frontend(
+        server, "vertex_ai", "Vertex AI HTTPService", settings, routes.router(), prepare, DEFAULT_PORT
+    )
 
 
 @hookimpl

@@ -12,7 +12,6 @@ start-up rules: readiness, the default model, the required routes, port checks a
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.clients import http_call
 from tests.support.repo import add_model
 from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
@@ -65,17 +65,11 @@ BINARY_ANSWER_HEADER = (
 def call(
     port: int, method: str, path: str, body: bytes | dict[str, Any] | None = None, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, str], bytes]:
-    """One plain HTTP request: (status, headers by lower-case name, body)."""
+    """One plain HTTP request (a dict body is sent as JSON): (status, headers by lower-case name, body)."""
     if isinstance(body, dict):
         body = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", **(headers or {})}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        conn.close()
+    return http_call(port, method, path, body, headers)
 
 
 def cloud_args(sagemaker: int | None, vertex: int | None) -> list[str]:
