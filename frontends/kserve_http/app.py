@@ -36,6 +36,8 @@ __all__ = ["HTTPFrontend", "create_router", "frontend_from_options"]
 
 #: bodies from this size on are received into an anonymous mapping rather than a bytearray
 _MAPPED_BODY = 1 << 20
+#: how the SageMaker and Vertex AI endpoints' binary requests give their JSON size (in the Content-Type)
+_BINARY_SIZE = "json-header-size="
 
 
 def create_router() -> Router:
@@ -125,6 +127,9 @@ class HTTPFrontend:
     def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
         """The inference routes' binary bodies go into the arena (no copy to the worker); others into memory.
 
+        A binary body is one with ``Inference-Header-Content-Length``, or (the cloud endpoints)
+        a ``Content-Type`` that gives the JSON size.
+
         A large body in memory is an anonymous mapping: pages are taken as the
         bytes arrive (a client that declares a size and sends nothing costs
         nothing) and go back to the system as soon as the request is dropped.
@@ -133,11 +138,12 @@ class HTTPFrontend:
         if route is None:
             route, request.params = self.router.resolve(request.path)
             request.route = route
+        headers = request.headers
         if (
             route is not None
             and route.arena_body
-            and "inference-header-content-length" in request.headers
-            and "content-encoding" not in request.headers
+            and ("inference-header-content-length" in headers or _BINARY_SIZE in headers.get("content-type", ""))
+            and "content-encoding" not in headers
         ):
             block = self.server.request_buffer(size)
             return block.view, block

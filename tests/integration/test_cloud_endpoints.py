@@ -560,3 +560,31 @@ def test_restricted_apis_hold_on_the_cloud_endpoints(tmp_path: Path) -> None:
         assert call(vertex, "POST", PREDICT, b"", {REDIRECT: "v2/repository/index", **key})[0] == 200
         assert call(vertex, "POST", PREDICT, b"", {REDIRECT: "v2/models/identity/ready"})[::2] == (200, b"")
         assert call(vertex, "GET", HEALTH)[::2] == (200, b"")
+
+
+def test_sagemaker_inference_type_generate(tmp_path: Path) -> None:
+    """SAGEMAKER_TRITON_INFERENCE_TYPE=generate: /invocations is the generate extension."""
+    repo = tmp_path / "repo"
+    add_model(repo, "identity", IDENTITY)
+    port = free_port()
+    with ServerProcess([repo], cloud_args(port, None), env={"SAGEMAKER_TRITON_INFERENCE_TYPE": "generate"}) as server:
+        wait_listening(server, port)
+        status, _, body = call(port, "POST", "/invocations", {"INPUT0": [1, 2, 3, 4]})
+        assert (status, json.loads(body)) == (
+            200,
+            {"model_name": "identity", "model_version": "1", "OUTPUT0": [1.0, 2.0, 3.0, 4.0]},
+        )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"SAGEMAKER_TRITON_INFERENCE_TYPE": "predict"},
+            "Invalid SAGEMAKER_TRITON_INFERENCE_TYPE 'predict'. Must be one of: infer, generate, generate_stream.",
+        ),
+        ({"SAGEMAKER_TRITON_PING_MODE": "up"}, "SAGEMAKER_TRITON_PING_MODE must be 'ready' or 'live', not 'up'"),
+    ],
+)
+def test_sagemaker_environment_is_checked(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    assert message in _failed_start(tmp_path, cloud_args(free_port(), None), env)
