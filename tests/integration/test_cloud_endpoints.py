@@ -41,6 +41,7 @@ VERTEX_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 PREDICT = "/v1/endpoints/123/deployedModels/456:predict"
 HEALTH = "/v1/endpoints/123/deployedModels/456"
 TARGET = "X-Amzn-SageMaker-Target-Model"
+LIMIT = 4096  # the module server's --max-request-bytes
 REDIRECT = "X-Vertex-Ai-Triton-Redirect"
 
 JSON_REQUEST = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
@@ -105,7 +106,8 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     plugins.write_text(text.replace("[frontends.sagemaker]\n", f'[frontends.sagemaker]\nmulti_model_root = "{root}"\n'))
     sagemaker, vertex = free_port(), free_port()
     env = {"TRITIUM_PLUGINS": str(plugins), "AIP_PREDICT_ROUTE": PREDICT, "AIP_HEALTH_ROUTE": HEALTH}
-    args = ["--model-control-mode=explicit", "--load-model=identity", *cloud_args(sagemaker, vertex)]
+    args = ["--model-control-mode=explicit", "--load-model=identity", f"--max-request-bytes={LIMIT}"]
+    args += cloud_args(sagemaker, vertex)
     with ServerProcess([repo], args, env=env) as server:
         wait_listening(server, sagemaker, vertex)
         yield Cloud(server, sagemaker, vertex, root)
@@ -269,6 +271,20 @@ def test_sagemaker_multi_model_load_failure(cloud: Cloud) -> None:
     assert (status, json.loads(body)) == (409, {"error": "a model named 'identity' is already serving"})
     status, _, body = call(cloud.sagemaker, "POST", "/models", b"[1,", {"Content-Type": "application/json"})
     assert status == 400 and "error" in json.loads(body)
+
+
+def test_bodies_are_bounded_as_on_the_kserve_endpoint(cloud: Cloud) -> None:
+    """--max-request-bytes holds on every inference route (413 from the headers); /models loads are
+    control bodies (64 KiB)."""
+    big = b"{" + b" " * LIMIT + b"}"
+    expected = {"error": f"request body of {len(big)} bytes exceeds the maximum request size of {LIMIT} bytes"}
+    for port, path in (
+        (cloud.sagemaker, "/invocations"),
+        (cloud.sagemaker, "/models/h/invoke"),
+        (cloud.vertex, PREDICT),
+    ):
+        status, _, body = call(port, "POST", path, big, {"Content-Type": "application/json"})
+        assert (status, json.loads(body)) == (413, expected), path
 
 
 # -- Vertex AI ---------------------------------------------------------------------------------
