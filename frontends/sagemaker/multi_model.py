@@ -43,7 +43,7 @@ from ..kserve_http.routes import infer
 
 log = logging.getLogger("tritium.sagemaker")
 
-__all__ = ["MultiModel", "DEFAULT_ROOT", "out_of_memory"]
+__all__ = ["MultiModel", "DEFAULT_ROOT", "TARGET_HEADER", "out_of_memory"]
 
 #: where SageMaker places the models of a multi-model endpoint
 DEFAULT_ROOT = "/opt/ml/models"

@@ -6,8 +6,10 @@ apply ``--http-restricted-api``):
 - ``GET /ping``: 200 when the server is ready (``SAGEMAKER_TRITON_PING_MODE=live``:
   when live), else 400; empty body.
 - ``POST /invocations``: a KServe v2 inference request for the default model
-  (``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME``), answered as ``POST
-  /v2/models/<default>/infer`` is (same bodies, same error statuses). A binary
+  (``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME``), or for the model that
+  ``X-Amzn-SageMaker-Target-Model`` names (tritium's: Triton ignores the header
+  here), answered as ``POST /v2/models/<model>/infer`` is (same bodies, same
+  error statuses). A binary
   request says the size of its JSON part in its ``Content-Type``
   (``application/vnd.sagemaker-triton.binary+json;json-header-size=<n>``), and a
   binary response does the same. ``SAGEMAKER_TRITON_INFERENCE_TYPE=generate``
@@ -29,7 +31,7 @@ from ..kserve_http.messages import HttpRequest, HttpResponse
 from ..kserve_http.restricted import group_refusal
 from ..kserve_http.router import Handler, Router
 from ..kserve_http.routes import health_live, health_ready, infer
-from .multi_model import MultiModel
+from .multi_model import TARGET_HEADER, MultiModel
 
 __all__ = ["SageMakerRoutes", "INFERENCE_TYPES", "PING_MODES", "UNSPECIFIED_MODEL"]
 
@@ -79,7 +81,8 @@ class SageMakerRoutes:
         refused = group_refusal(self.restrictions, "inference", request.headers)
         if refused is not None:
             return refused
-        return delegate(ctx, request, self.handler, self.default_model, "", SAGEMAKER_BINARY, _TO_BINARY)
+        model = request.headers.get(TARGET_HEADER) or self.default_model
+        return delegate(ctx, request, self.handler, model, "", SAGEMAKER_BINARY, _TO_BINARY)
 
     def router(self) -> Router:
         """The URL table: unknown URLs get Triton's empty 400."""

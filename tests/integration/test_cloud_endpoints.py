@@ -157,6 +157,13 @@ def test_sagemaker_invocations_binary_size_in_content_type(cloud: Cloud) -> None
     assert body == BINARY_ANSWER_HEADER + VALUES
 
 
+def test_sagemaker_invocations_target_header(cloud: Cloud) -> None:
+    status, _, body = call(cloud.sagemaker, "POST", "/invocations", JSON_REQUEST, {TARGET: "nope"})
+    assert (status, json.loads(body)) == (404, {"error": "Request for unknown model: 'nope' is not found"})
+    status, _, body = call(cloud.sagemaker, "POST", "/invocations", JSON_REQUEST, {TARGET: "identity"})
+    assert (status, json.loads(body)) == (200, JSON_ANSWER)
+
+
 def test_sagemaker_ignores_inference_header_content_length(cloud: Cloud) -> None:
     """As Triton's: the JSON size comes from the Content-Type only (a JSON body with the KServe header is JSON)."""
     body = json.dumps(JSON_REQUEST).encode()
@@ -209,6 +216,9 @@ def test_sagemaker_multi_model_lifecycle(cloud: Cloud) -> None:
     status, _, body = call(cloud.sagemaker, "GET", "/models/hash1")
     assert (status, json.loads(body)) == (200, {"modelName": "hash1", "modelUrl": str(url.parent)})
     status, _, body = call(cloud.sagemaker, "POST", "/models/hash1/invoke", JSON_REQUEST, {TARGET: "m1.tar.gz"})
+    assert (status, json.loads(body)) == (200, {**JSON_ANSWER, "model_name": "m1.tar.gz"})
+    # /invocations serves it too when the target header names it
+    status, _, body = call(cloud.sagemaker, "POST", "/invocations", JSON_REQUEST, {TARGET: "m1.tar.gz"})
     assert (status, json.loads(body)) == (200, {**JSON_ANSWER, "model_name": "m1.tar.gz"})
     # the loaded model serves on the KServe endpoint too, under its target name
     assert cloud.kserve("GET", "/v2/models/m1.tar.gz/ready")[0] == 200
