@@ -7,7 +7,10 @@ platform calls when an endpoint hosts many models (``boto3``'s
 - ``POST /models`` with ``{"model_name": "<name>", "url": "<folder>"}``: load the
   model in ``<folder>`` (SageMaker's ``/opt/ml/models/<hash>/model``) under the
   name in ``X-Amzn-SageMaker-Target-Model`` (default ``model_name``). The folder
-  holds the model itself (its ``config.pbtxt`` at the top) or one model folder.
+  holds the model itself (its ``config.pbtxt`` at the top), one model folder, or an
+  ensemble and its composing models (these load first, under their folders'
+  names, and unload with it; a name already serving is 409, as tritium has no
+  model namespacing).
   200 empty; 409 when ``<name>`` (or a model of the target's name) is loaded
   already; 400 ``{"error"}`` when the load fails (507 when the reason reads as
   running out of memory), and the failed model leaves nothing behind.
@@ -29,6 +32,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +48,7 @@ from ..kserve_http.routes import infer
 
 log = logging.getLogger("tritium.sagemaker")
 
-__all__ = ["MultiModel", "DEFAULT_ROOT", "TARGET_HEADER", "out_of_memory"]
+__all__ = ["MultiModel", "Loaded", "DEFAULT_ROOT", "TARGET_HEADER", "out_of_memory"]
 
 #: where SageMaker places the models of a multi-model endpoint
 DEFAULT_ROOT = "/opt/ml/models"
@@ -76,6 +81,20 @@ _EMPTY_NOT_FOUND = HttpResponse(404, b"", None)
 _TO_BINARY = binary_content_type(SAGEMAKER_BINARY)
 
 
+_ENSEMBLE = re.compile(r'platform:\s*"ensemble"')  # how Triton's SageMaker endpoint tells an ensemble
+#: a config.pbtxt is read this far to tell an ensemble
+_CONFIG_BYTES = 1 << 20
+
+
+def _is_ensemble(folder: Path) -> bool:
+    try:
+        with open(folder / "config.pbtxt", "rb") as f:
+            text = f.read(_CONFIG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return _ENSEMBLE.search(text) is not None
+
+
 def out_of_memory(message: str) -> bool:
     """Whether an error message reads as running out of memory (Triton's list of phrases)."""
     return any(phrase in message for phrase in _OUT_OF_MEMORY)
@@ -96,8 +115,31 @@ def _mme_answer(response: HttpResponse) -> HttpResponse:
     return HttpResponse(status, body, "application/json", response.headers, response.release)
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A model the multi-model endpoint loaded.
+
+    :ivar target: the model's name in the server (``X-Amzn-SageMaker-Target-Model``).
+    :ivar url: the URL shown for it (Triton's: the repository folder it registered).
+    :ivar parts: an ensemble's composing models loaded with it from the same URL, in load order.
+    """
+
+    target: str
+    url: str
+    parts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What a load URL holds: the model folder, the URL to show, the folders to load before it."""
+
+    folder: Path
+    shown: str
+    parts: tuple[Path, ...] = ()
+
+
 class MultiModel:
-    """The models this SageMaker endpoint loaded: SageMaker's name -> (model name, URL shown).
+    """The models this SageMaker endpoint loaded: SageMaker's name -> :class:`Loaded`.
 
     :param server: the in-process API.
     :param root: the folder every ``url`` must lie under.
@@ -108,7 +150,7 @@ class MultiModel:
         self.server = server
         self.root = root
         self.restrictions = restrictions
-        self.models: dict[str, tuple[str, str]] = {}
+        self.models: dict[str, Loaded] = {}
         self._busy: set[str] = set()
 
     def add_routes(self, router: Router) -> None:
@@ -131,9 +173,9 @@ class MultiModel:
         if refused is not None:
             return refused
         models = [
-            {"modelName": name, "modelUrl": url}
-            for name, (target, url) in self.models.items()
-            if ctx.server.model_ready(target)
+            {"modelName": name, "modelUrl": loaded.url}
+            for name, loaded in self.models.items()
+            if ctx.server.model_ready(loaded.target)
         ]
         return HttpResponse(200, codec.dumps({"models": models}))
 
@@ -146,7 +188,7 @@ class MultiModel:
         found = self.models.get(name)
         if found is None:
             return _EMPTY_NOT_FOUND
-        return HttpResponse(200, codec.dumps({"modelName": name, "modelUrl": found[1]}))
+        return HttpResponse(200, codec.dumps({"modelName": name, "modelUrl": found.url}))
 
     # -- inference -------------------------------------------------------------------------
     def invoke(self, ctx: EndpointContext, request: HttpRequest) -> Any:
@@ -157,15 +199,16 @@ class MultiModel:
         found = self.models.get(request.params["model"])
         if found is None:
             return _EMPTY_NOT_FOUND
-        target = request.headers.get(TARGET_HEADER) or found[0]
+        target = request.headers.get(TARGET_HEADER) or found.target
         return delegate(ctx, request, infer, target, "", SAGEMAKER_BINARY, _mme_answer)
 
     # -- load and unload -------------------------------------------------------------------
-    def _model_folder(self, url: str) -> tuple[Path, str]:
-        """The model folder of ``url`` and the URL to show for it (Triton's repository path).
+    def _layout(self, url: str) -> _Layout:
+        """What ``url`` holds (Triton's rules): a model (its ``config.pbtxt`` at the top), one model
+        folder, or several of which one is an ensemble (loaded last; the others are its parts).
 
-        :raises TritonError: INVALID_ARG for a URL outside the root or without a model;
-            UNSUPPORTED for an archive of several models (an ensemble).
+        :raises TritonError: INVALID_ARG for a URL outside the root, or without a model, or with
+            several model folders and not exactly one ensemble among them.
         """
         root = os.path.realpath(self.root)
         real = os.path.realpath(url) if url else ""
@@ -177,19 +220,23 @@ class MultiModel:
             )
         folder = Path(real)
         if (folder / "config.pbtxt").is_file():
-            return folder, str(folder.parent)
+            return _Layout(folder, str(folder.parent))
         subfolders = (
             sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) if folder.is_dir() else []
         )
         if len(subfolders) == 1:
-            return subfolders[0], str(folder)
+            return _Layout(subfolders[0], str(folder))
         if not subfolders:
             raise TritonError(Code.INVALID_ARG, f"no model found at '{url}' (no config.pbtxt and no model folder)")
-        raise TritonError(
-            Code.UNSUPPORTED,
-            f"'{url}' holds {len(subfolders)} model folders; tritium's SageMaker multi-model endpoint loads "
-            "one model per URL (an ensemble with its composing models is not supported)",
-        )
+        ensembles = [p for p in subfolders if _is_ensemble(p)]
+        if len(ensembles) != 1:
+            raise TritonError(
+                Code.INVALID_ARG,
+                f"'{url}' holds {len(subfolders)} model folders and {len(ensembles)} ensembles: a multi-model URL "
+                "holds one model, or one ensemble and its composing models",
+            )
+        parts = [p for p in subfolders if p != ensembles[0]]
+        return _Layout(ensembles[0], str(folder), tuple(parts))
 
     async def load(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
         """``POST /models``: load the model at ``url`` (see the module's description)."""
@@ -210,29 +257,38 @@ class MultiModel:
                 return HttpResponse(409, codec.dumps({"error": f"model '{name}' is already loaded"}))
             if ctx.server.model_ready(target):  # a model of the repositories, or another name's target
                 return HttpResponse(409, codec.dumps({"error": f"a model named '{target}' is already serving"}))
-            folder, shown = await asyncio.to_thread(self._model_folder, url)
+            layout = await asyncio.to_thread(self._layout, url)
         except TritonError as exc:
             return error_response(exc)
+        serving = [p.name for p in layout.parts if ctx.server.model_ready(p.name)]
+        if serving:  # tritium has no model namespacing: composing models share the server's names
+            return HttpResponse(409, codec.dumps({"error": f"a model named '{serving[0]}' is already serving"}))
         log.info("Loading SageMaker TargetModel: %s", target)
         self._busy.add(name)
+        loaded: list[str] = []
         try:
-            await ctx.server.load_model(target, folder=folder)
+            for part in layout.parts:  # an ensemble's composing models first, under their folders' names
+                loaded.append(part.name)
+                await ctx.server.load_model(part.name, folder=part)
+            loaded.append(target)
+            await ctx.server.load_model(target, folder=layout.folder)
         except TritonError as exc:
-            await self._forget(ctx, target)
+            await self._forget(ctx, loaded)
             return HttpResponse(_status_of(exc), codec.dumps({"error": exc.message}))
         finally:
             self._busy.discard(name)
-        self.models[name] = (target, shown)
+        self.models[name] = Loaded(target, layout.shown, tuple(p.name for p in layout.parts))
         return _EMPTY_OK
 
     @staticmethod
-    async def _forget(ctx: EndpointContext, target: str) -> None:
-        """After a failed load: the model leaves no failed versions behind to hold readiness down
-        (Triton unregisters the repository it had registered for it)."""
-        try:
-            await ctx.server.unload_model(target)
-        except TritonError as exc:
-            log.warning("SageMaker: could not clear the failed model '%s': %s", target, exc.message)
+    async def _forget(ctx: EndpointContext, names: list[str]) -> None:
+        """Unload ``names``, last first: after a failed load, so that it leaves no failed versions behind
+        to hold readiness down (Triton unregisters the repository it registered), and on unload."""
+        for name in reversed(names):
+            try:
+                await ctx.server.unload_model(name)
+            except TritonError as exc:
+                log.warning("SageMaker: could not unload '%s': %s", name, exc.message)
 
     async def unload(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
         """``DELETE /models/<name>``: unload it and the models loaded for it; 404 empty when not loaded."""
@@ -243,11 +299,12 @@ class MultiModel:
         found = self.models.get(name)
         if found is None or name in self._busy:
             return _EMPTY_NOT_FOUND
-        target = request.headers.get(TARGET_HEADER) or found[0]
+        target = request.headers.get(TARGET_HEADER) or found.target
         log.info("Unloading SageMaker TargetModel: %s", target)
         self._busy.add(name)
         try:
             await ctx.server.unload_model(target, unload_dependents=True)
+            await self._forget(ctx, list(found.parts))
         except TritonError as exc:
             return HttpResponse(400, codec.dumps({"error": exc.message}))
         finally:

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from tests.support.clients import http_call
-from tests.support.repo import add_model
+from tests.support.ensembles import add_ensemble, step
+from tests.support.repo import add_model, identity_config
 from tests.support.server import REPO_ROOT, ServerProcess, free_port
 
 IDENTITY = """
@@ -249,6 +250,43 @@ def test_sagemaker_multi_model_nested_folder_and_errors(cloud: Cloud) -> None:
         assert status == 400 and json.loads(body)["error"].startswith("failed to parse the request JSON buffer")
     finally:
         assert call(cloud.sagemaker, "DELETE", "/models/hash2")[::2] == (200, b"")
+
+
+def test_sagemaker_multi_model_ensemble(cloud: Cloud) -> None:
+    """A URL holding an ensemble and its composing model: both load (the composing model under its
+    folder's name), the ensemble answers under the target name, and the unload takes both."""
+    url = cloud.root / "hash6" / "model"
+    add_model(url, "step", identity_config(dims="[ 4 ]"))
+    add_ensemble(url, "pipeline", [step("step", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})])
+    load = {"model_name": "hash6", "url": str(url)}
+    assert call(cloud.sagemaker, "POST", "/models", load, {TARGET: "pipeline"})[::2] == (200, b"")
+    request = {"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    status, _, body = call(cloud.sagemaker, "POST", "/models/hash6/invoke", request, {TARGET: "pipeline"})
+    assert (status, json.loads(body)) == (
+        200,
+        {
+            "model_name": "pipeline",
+            "model_version": "1",
+            "outputs": [{"name": "OUT", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}],
+        },
+    )
+    assert cloud.kserve("GET", "/v2/models/step/ready")[0] == 200
+    status, _, body = call(cloud.sagemaker, "POST", "/models", {"model_name": "hash7", "url": str(url)})
+    assert (status, json.loads(body)) == (409, {"error": "a model named 'step' is already serving"})
+    assert call(cloud.sagemaker, "DELETE", "/models/hash6", headers={TARGET: "pipeline"})[::2] == (200, b"")
+    assert cloud.kserve("GET", "/v2/models/pipeline/ready")[0] == 400
+    assert cloud.kserve("GET", "/v2/models/step/ready")[0] == 400
+    two = cloud.root / "hash8" / "model"
+    add_model(two, "a", IDENTITY)
+    add_model(two, "b", IDENTITY)
+    status, _, body = call(cloud.sagemaker, "POST", "/models", {"model_name": "hash8", "url": str(two)})
+    assert (status, json.loads(body)) == (
+        400,
+        {
+            "error": f"'{two}' holds 2 model folders and 0 ensembles: a multi-model URL holds one model, "
+            "or one ensemble and its composing models"
+        },
+    )
 
 
 def test_sagemaker_multi_model_refuses_urls_outside_the_root(cloud: Cloud, tmp_path: Path) -> None:
