@@ -64,7 +64,7 @@ except ImportError:  # pragma: no cover - pip vendors packaging
 
 ROOT = Path(__file__).resolve().parent
 #: the well-known ports of the built-in endpoints (tritonserver's defaults)
-PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 9000}
+PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 9000, "sagemaker": 8080, "vertex_ai": 8080}
 PREFIX = "/opt/tritium"
 MIB = 1024 * 1024
 
@@ -399,7 +399,7 @@ def render_dockerfile(plan: Plan) -> str:
     """The multi-stage Dockerfile of the build context."""
     backends = ",".join(b.name for b in plan.backends)
     names = ",".join(e.name for e in plan.endpoints)
-    ports = " ".join(str(PORTS[e.name]) for e in plan.endpoints if e.name in PORTS)
+    ports = " ".join(sorted({str(PORTS[e.name]) for e in plan.endpoints if e.name in PORTS}, key=int))
     gpu_env = "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n" if plan.gpu else ""
     packages, why = [], []
     if any(not b.builtin and _native(Path(b.source)) for b in plan.backends):

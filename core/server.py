@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -260,12 +261,16 @@ class InferenceServer:
         """``POST /v2/repository/index``: models and their versions' states (see the manager)."""
         return self.repository.index(ready)
 
-    async def load_model(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+    async def load_model(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None, folder: Path | None = None
+    ) -> None:
         """``POST /v2/repository/models/<name>/load`` (see :meth:`ModelRepositoryManager.load`).
 
+        :param folder: a model folder to load as ``name`` instead of the repositories' (SageMaker's
+            multi-model endpoint; the caller checks the path).
         :raises TritonError: with Triton's codes and messages.
         """
-        await self.repository.load(name, config, files)
+        await self.repository.load(name, config, files, folder)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """``POST /v2/repository/models/<name>/unload`` (see :meth:`ModelRepositoryManager.unload`)."""

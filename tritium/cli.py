@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from .cli_cloud import add_cloud_flags, cloud_settings, default_model_repositories
 from .cli_network import add_network_flags, network_settings
 from .cli_triton import add_triton_flags, triton_notes
 from .core.network import DEFAULT_MAX_REQUEST_BYTES
@@ -42,12 +43,8 @@ NOT_YET = {
     "--grpc-header-forward-pattern": "header forwarding",
     "--grpc-max-connection-age": "gRPC connection ages",
     "--grpc-max-connection-age-grace": "gRPC connection ages",
-    "--sagemaker-port": "the SageMaker endpoint",
-    "--sagemaker-safe-port-range": "the SageMaker endpoint",
-    "--sagemaker-thread-count": "the SageMaker endpoint",
-    "--vertex-ai-port": "the Vertex AI endpoint",
-    "--vertex-ai-thread-count": "the Vertex AI endpoint",
-    "--vertex-ai-default-model": "the Vertex AI endpoint",
+    "--sagemaker-thread-count": "SageMaker thread counts",
+    "--vertex-ai-thread-count": "Vertex AI thread counts",
     "--model-load-gpu-limit": "GPU memory limits on model loads",
     "--cache-directory": "cache libraries",
     "--repoagent-directory": "repository agents",
@@ -449,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="tritium: the largest request body accepted over HTTP and gRPC (default 512 MiB)",
     )
+    add_cloud_flags(p, _bool, _port)
     add_network_flags(p, _bool)
     add_triton_flags(p)
     p.add_argument(
@@ -471,6 +469,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.model_repository = args.model_repository or default_model_repositories()
     if not args.model_repository:
         parser.error("--model-repository must be specified")
     if "*" in args.load_model and len(args.load_model) > 1:
@@ -560,6 +559,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
     openai = {"port": args.openai_port, "address": args.openai_address}
     if any(v is not None for v in openai.values()):
         options.frontend_settings["openai"] = {"enabled": True, **{k: v for k, v in openai.items() if v is not None}}
+    options.frontend_settings.update(cloud_settings(parser, args, _port))
     if args.backend_directory:  # absolute: workers run in their model's folder
         options.backend_directory = os.path.abspath(args.backend_directory)
     return options, args

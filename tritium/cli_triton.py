@@ -107,8 +107,6 @@ NOOP_FLAGS: dict[str, NoopFlag] = {
     "--enable-peer-access": NoopFlag(_false, "CUDA peer access between GPUs", "false"),
     "--reuse-http-port": NoopFlag(_false, "SO_REUSEPORT on the HTTP port", "false"),
     "--reuse-grpc-port": NoopFlag(_false, "SO_REUSEPORT on the gRPC port", "false"),
-    "--allow-sagemaker": NoopFlag(_false, "the SageMaker endpoint", "false"),
-    "--allow-vertex-ai": NoopFlag(_false, "the Vertex AI endpoint", "false"),
 }
 
 

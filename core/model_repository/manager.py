@@ -185,13 +185,19 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         if self.options.model_control_mode != "explicit":  # Triton's words, in modes none and poll alike
             raise TritonError(Code.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
 
-    async def load(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+    async def load(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None, folder: Path | None = None
+    ) -> None:
         """``POST /v2/repository/models/<name>/load``: load, or reload, ``name``.
 
         :param config: a JSON model configuration that replaces ``config.pbtxt``.
         :param files: ``file:<path>`` contents (path relative to the model
             folder -> bytes): the model exists only in the request. Needs
             ``--model-load-allow-file-override`` and ``config``.
+        :param folder: load the model folder ``folder`` (outside the repositories; its own name
+            need not be ``name``) rather than the repositories' ``name``: what SageMaker's
+            multi-model endpoint does (Triton registers the folder as a repository). The caller
+            checks the path.
         :raises TritonError: UNAVAILABLE in modes ``none``/``poll``;
             INVALID_ARG for a bad name, a refused upload, or a model that
             failed to load (Triton's ``load failed for model ...``);
@@ -201,7 +207,9 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         """
         self._check_control()
         check_model_name(name)
-        if files:
+        if folder is not None:
+            source = ModelSource(name, folder, folder.parent)
+        elif files:
             if not self.options.allow_file_override:
                 raise TritonError(
                     Code.INVALID_ARG,

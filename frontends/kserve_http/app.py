@@ -24,7 +24,7 @@ from .connection_table import ConnectionTable, HttpTimeouts
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
-from .router import METHOD_NOT_ALLOWED, NOT_FOUND, Router
+from .router import METHOD_NOT_ALLOWED, Router
 from .routes import add_routes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,6 +36,8 @@ __all__ = ["HTTPFrontend", "create_router", "frontend_from_options"]
 
 #: bodies from this size on are received into an anonymous mapping rather than a bytearray
 _MAPPED_BODY = 1 << 20
+#: how the SageMaker and Vertex AI endpoints' binary requests give their JSON size (in the Content-Type)
+_BINARY_SIZE = "json-header-size="
 
 
 def create_router() -> Router:
@@ -61,9 +63,11 @@ class HTTPFrontend:
         413 past it); the inflated bytes count against the in-flight budget as they grow (503).
     :param max_connections: the most connections open at once (``--http-max-connections``; 503 past it;
         0: no bound but the open-file limit's, which always applies).
+    :param router: the URL table (default: :func:`create_router`'s); another endpoint that serves
+        the same handlers under other URLs (SageMaker, Vertex AI) passes its own.
+    :param name: the endpoint's name (its ``plugins.toml`` table).
+    :param service: what the start-up line calls it (``Started <service> at <address>:<port>``).
     """
-
-    name = "http"
 
     def __init__(
         self,
@@ -77,12 +81,17 @@ class HTTPFrontend:
         max_json_bytes: int = 0,
         max_decompressed_bytes: int = 0,
         max_connections: int = 0,
+        router: Router | None = None,
+        name: str = "http",
+        service: str = "HTTPService",
     ) -> None:
+        self.name = name
+        self.service = service
         self.server = server
         self.address = address
         self.port = port
         self.context = EndpointContext(server, max_request_bytes, max_json_bytes, max_decompressed_bytes)
-        self.router = create_router()
+        self.router = router if router is not None else create_router()
         self.restrictions = dict(restrictions or {})
         self.connections = ConnectionTable(timeouts, max_connections)
         #: bytes of request bodies being received or handled: the server's budget, shared with gRPC
@@ -124,6 +133,9 @@ class HTTPFrontend:
     def body_destination(self, request: HttpRequest, size: int) -> tuple[memoryview, Any]:
         """The inference routes' binary bodies go into the arena (no copy to the worker); others into memory.
 
+        A binary body is one with ``Inference-Header-Content-Length``, or (the cloud endpoints)
+        a ``Content-Type`` that gives the JSON size.
+
         A large body in memory is an anonymous mapping: pages are taken as the
         bytes arrive (a client that declares a size and sends nothing costs
         nothing) and go back to the system as soon as the request is dropped.
@@ -132,11 +144,12 @@ class HTTPFrontend:
         if route is None:
             route, request.params = self.router.resolve(request.path)
             request.route = route
+        headers = request.headers
         if (
             route is not None
             and route.arena_body
-            and "inference-header-content-length" in request.headers
-            and "content-encoding" not in request.headers
+            and ("inference-header-content-length" in headers or _BINARY_SIZE in headers.get("content-type", ""))
+            and "content-encoding" not in headers
         ):
             block = self.server.request_buffer(size)
             return block.view, block
@@ -150,7 +163,7 @@ class HTTPFrontend:
         if route is None:
             route, request.params = self.router.resolve(request.path)
             if route is None:
-                respond(NOT_FOUND)
+                respond(self.router.not_found)
                 return
         handler = route.handlers.get(request.method)
         if handler is None:
@@ -207,7 +220,7 @@ class HTTPFrontend:
             backlog=1024,
             ssl=context,
         )
-        log.info("Started HTTPService at %s:%d%s", self.address, self.port, " (HTTPS)" if context else "")
+        log.info("Started %s at %s:%d%s", self.service, self.address, self.port, " (HTTPS)" if context else "")
 
     async def stop(self, grace: float) -> None:
         """Stop accepting connections, let requests in flight finish for ``grace`` s, close."""
@@ -225,13 +238,27 @@ class HTTPFrontend:
         await listener.wait_closed()
 
 
-def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
-    """The frontend for ``server.options`` (address, port and request size limit)."""
+def frontend_from_options(
+    server: InferenceServer,
+    address: str | None = None,
+    port: int | None = None,
+    router: Router | None = None,
+    name: str = "http",
+    service: str = "HTTPService",
+    tls: bool = True,
+) -> HTTPFrontend:
+    """The frontend for ``server.options`` (address, port, limits, timeouts, TLS, restrictions).
+
+    The other parameters serve another endpoint with the same machinery (SageMaker, Vertex
+    AI): its address and port (default ``--http-address``/``--http-port``), URL table, name
+    and start-up label (see :class:`HTTPFrontend`); ``tls=False``: plain HTTP whatever
+    ``--http-use-ssl`` says.
+    """
     options = server.options
     return HTTPFrontend(
         server,
-        options.http_address,
-        options.http_port,
+        options.http_address if address is None else address,
+        options.http_port if port is None else port,
         options.max_request_bytes,
         options.http_restricted_api,
         HttpTimeouts(
@@ -239,8 +266,11 @@ def frontend_from_options(server: InferenceServer) -> HTTPFrontend:
             options.network.http_body_timeout_s,
             options.network.http_idle_timeout_s,
         ),
-        options.network.http_tls,
+        options.network.http_tls if tls else None,
         options.network.max_json_request_bytes,
         options.network.max_decompressed_request_bytes,
         options.network.http_max_connections,
+        router,
+        name,
+        service,
     )

@@ -17,7 +17,7 @@ import re
 
 from .messages import HttpRequest, HttpResponse
 
-__all__ = ["api_group", "restriction_error"]
+__all__ = ["api_group", "restriction_error", "group_refusal"]
 
 _GROUPS = (
     (re.compile(r"^/v2/repository(/|$)"), "model-repository"),
@@ -47,12 +47,21 @@ def restriction_error(restrictions: dict[str, tuple[str, str]], request: HttpReq
 
     :param restrictions: group -> (header name, value).
     """
-    group = api_group(request.path)
+    return group_refusal(restrictions, api_group(request.path), request.headers)
+
+
+def group_refusal(
+    restrictions: dict[str, tuple[str, str]], group: str | None, headers: dict[str, str]
+) -> HttpResponse | None:
+    """403 when API ``group`` is restricted and ``headers`` (lower-case names) lack its header (None: allowed).
+
+    For endpoints whose URLs are not KServe's (SageMaker's ``/invocations`` is ``inference``).
+    """
     rule = restrictions.get(group) if group is not None else None
     if rule is None:
         return None
     header, value = rule
-    if request.headers.get(header.lower()) == value:
+    if headers.get(header.lower()) == value:
         return None
     body = '{"error":"This API is restricted, expecting header \'' + header + "'\"}"
     return HttpResponse(403, body.encode(), content_type="text/plain; charset=utf-8")

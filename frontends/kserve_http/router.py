@@ -54,9 +54,14 @@ class Route:
 
 
 class Router:
-    """Exact paths and templates, each a :class:`Route`."""
+    """Exact paths and templates, each a :class:`Route`.
 
-    def __init__(self) -> None:
+    :param not_found: the answer to a path that matches no route (the KServe endpoint's 404;
+        the SageMaker and Vertex AI endpoints answer 400 with an empty body, as Triton's do).
+    """
+
+    def __init__(self, not_found: HttpResponse = NOT_FOUND) -> None:
+        self.not_found = not_found
         self._exact: dict[str, Route] = {}
         self._patterns: list[tuple[re.Pattern[str], Route]] = []
         self._routes: dict[str, Route] = {}

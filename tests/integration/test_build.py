@@ -136,8 +136,8 @@ ENDPOINTS = ", ".join(build.endpoints())
             "libtriton_<name>/ or libtriton_<name>.so",
         ),
         (
-            ["--backend", "python", "--endpoint", "sagemaker"],
-            f"build.py: error: unknown endpoint 'sagemaker' (available: {ENDPOINTS})",
+            ["--backend", "python", "--endpoint", "kfserving"],
+            f"build.py: error: unknown endpoint 'kfserving' (available: {ENDPOINTS})",
         ),
         (
             ["--backend", "examples/backends/add_sub", "--backend", "examples/backends/add_sub/"],

@@ -18,14 +18,16 @@ HTTP_ONLY = ("--allow-grpc=false", "--allow-metrics=false")
 
 
 def http_call(
-    server: ServerProcess,
+    server: ServerProcess | int,
     method: str,
     path: str,
     body: bytes | None = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One plain HTTP request; returns status, headers (lower-case names) and body."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    """One plain HTTP request to ``server``'s HTTP endpoint (or to a port on 127.0.0.1); returns
+    status, headers (lower-case names) and body."""
+    port = server if isinstance(server, int) else server.http_port
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()

@@ -38,7 +38,6 @@ def test_id_retry_count_and_config_name() -> None:
         ["--model-namespacing=false"],
         ["--enable-peer-access=false"],
         ["--reuse-http-port=false", "--reuse-grpc-port=0"],
-        ["--allow-sagemaker=false", "--allow-vertex-ai=false"],
     ],
 )
 def test_values_that_ask_for_nothing_are_accepted_with_a_log_line(flags: list[str]) -> None:
@@ -67,7 +66,7 @@ def test_values_that_ask_for_nothing_are_accepted_with_a_log_line(flags: list[st
         ("--model-config-name=a b", "invalid model config name 'a b'"),
         ("--model-config-name=../x", "it names a file in configs/, not a path"),
         ("--id=", "the server id must not be empty"),
-        ("--vertex-ai-port=8080", "--vertex-ai-port is a tritonserver flag for the Vertex AI endpoint"),
+        ("--vertex-ai-thread-count=8", "--vertex-ai-thread-count is a tritonserver flag for Vertex AI thread counts"),
     ],
 )
 def test_other_values_are_refused_naming_the_flag(flag: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
