@@ -1,4 +1,4 @@
-"""The config ``parameters`` of the openvino and fil backends, parsed and checked (no framework needed).
+"""The config ``parameters`` of the openvino, fil and tensorflow backends, parsed and checked (no framework needed).
 
 The black-box suites load models with these parameters; this checks every
 accepted form and each refusal's message directly.
@@ -124,3 +124,47 @@ def test_fil_output_follows_the_parameters() -> None:
     assert multiclass.tolist() == [[1.0]]
     plain = fil._postprocess({"predict_proba": False, "output_class": False, "threshold": 0.5}, scores)
     assert plain.dtype == np.float32 and plain.tolist() == scores.astype(np.float32).tolist()
+
+
+tensorflow = _backend("tensorflow")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"version": "1"},
+            "starting from 23.04, Triton no longer supports Tensorflow 1. Please switch to Tensorflow 2.",
+        ),
+        ({"version": "3"}, "unexpected TensorFlow library version '3', expects 2."),
+        (
+            {"allow-soft-placement": "maybe"},
+            "failed to convert 'allow-soft-placement' of the tensorflow backend to a boolean: 'maybe'",
+        ),
+        (
+            {"gpu-memory-fraction": "half"},
+            "failed to convert 'gpu-memory-fraction' of the tensorflow backend to a number: 'half'",
+        ),
+        ({"gpu-memory-fraction": "1.5"}, "'gpu-memory-fraction' must be between 0 and 1, got 1.5"),
+    ],
+)
+def test_tensorflow_backend_config_refusals(config: dict[str, str], message: str) -> None:
+    with pytest.raises(TritonError) as err:
+        tensorflow._backend_settings(config)
+    assert err.value.message == message
+
+
+def test_tensorflow_backend_config_values() -> None:
+    assert tensorflow._backend_settings({}) == {"allow_soft_placement": True, "gpu_memory_fraction": 0.0}
+    assert tensorflow._backend_settings(
+        {"version": "2", "allow-soft-placement": "false", "gpu-memory-fraction": "0.25"}
+    ) == {"allow_soft_placement": False, "gpu_memory_fraction": 0.25}
+
+
+def test_tensorflow_model_parameters() -> None:
+    settings = tensorflow._model_settings(
+        _model(TF_NUM_INTRA_THREADS="2", TF_NUM_INTER_THREADS="3", TF_USE_PER_SESSION_THREADS="on", TF_GRAPH_TAG="x")
+    )
+    assert settings["intra_threads"] == 2 and settings["inter_threads"] == 3
+    assert settings["per_session_threads"] is True and settings["graph_tag"] == "x"
+    assert settings["share"] == 1 and settings["jit_level"] == 0
