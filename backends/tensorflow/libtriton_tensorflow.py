@@ -295,7 +295,7 @@ def _device(model: Model, instance: ModelInstance) -> str:
         raise TritonError(
             Code.UNAVAILABLE,
             f"model '{model.name}' has a KIND_GPU instance, but this TensorFlow ({model.backend.state['version']}) "
-            "sees no GPU (the tensorflow-cpu package, or no NVIDIA GPU, driver or CUDA libraries here): install "
+            "sees no GPU (the tensorflow-cpu package, or no NVIDIA GPU, driver or CUDA libraries here): "
             "pip install 'tritium[tensorflow-gpu]' on a machine with an NVIDIA GPU, or use KIND_CPU",
         )
     if instance.device_id >= gpus:

@@ -168,3 +168,21 @@ def test_tensorflow_model_parameters() -> None:
     assert settings["intra_threads"] == 2 and settings["inter_threads"] == 3
     assert settings["per_session_threads"] is True and settings["graph_tag"] == "x"
     assert settings["share"] == 1 and settings["jit_level"] == 0
+
+
+def test_tensorflow_kind_gpu_without_a_gpu_names_what_is_missing() -> None:
+    from tritium.core.backend.api import ModelInstance
+
+    model = _model()
+    model.state = {"settings": {"gpu_accelerators": []}}
+    model.backend.state = {"gpus": 0, "version": "2.19.1"}
+    with pytest.raises(TritonError) as err:
+        tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model))
+    assert err.value.message == (
+        "model 'm' has a KIND_GPU instance, but this TensorFlow (2.19.1) sees no GPU (the tensorflow-cpu package, "
+        "or no NVIDIA GPU, driver or CUDA libraries here): pip install 'tritium[tensorflow-gpu]' on a machine "
+        "with an NVIDIA GPU, or use KIND_CPU"
+    )
+    assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model)) == "/device:CPU:0"
+    model.backend.state = {"gpus": 1, "version": "2.19.1"}
+    assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model)) == "/device:GPU:0"
