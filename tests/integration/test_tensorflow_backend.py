@@ -110,7 +110,7 @@ def build(repo: Path) -> None:
         SAVEDMODEL
         + "max_batch_size: 8\n"
         + ADD_SUB_IO
-        + "dynamic_batching { max_queue_delay_microseconds: 300000 }\n"
+        + "dynamic_batching { max_queue_delay_microseconds: 1000000 }\n"
         + ONE
         + _param("TF_NUM_INTRA_THREADS", "1")
         + _param("TF_NUM_INTER_THREADS", "1")
