@@ -8,6 +8,7 @@ fixture.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,17 +84,13 @@ def stateful_savedmodel(path: Path) -> None:
 
 
 def simple_graphdef(path: Path) -> None:
-    """Triton's ``simple`` as a frozen TF1 graph: INPUT0, INPUT1 INT32 [-1, 16] -> OUTPUT0 = sum,
-    OUTPUT1 = difference (``tf.compat.v1``, as Triton's example GraphDef models were made)."""
-    tf = _tf()
-    graph = tf.Graph()
-    with graph.as_default():
-        a = tf.compat.v1.placeholder(tf.int32, [None, 16], name="INPUT0")
-        b = tf.compat.v1.placeholder(tf.int32, [None, 16], name="INPUT1")
-        tf.identity(a + b, name="OUTPUT0")
-        tf.identity(a - b, name="OUTPUT1")
+    """Triton's ``simple`` as a frozen TF1 graph (the example's builder, ``examples/tensorflow_examples.py``):
+    INPUT0, INPUT1 INT32 [-1, 16] -> OUTPUT0 = sum, OUTPUT1 = difference."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import tensorflow_examples
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(graph.as_graph_def().SerializeToString())
+    tensorflow_examples.simple_graphdef_writer(path)
 
 
 def run_savedmodel(path: Path, signature: str = "serving_default", **inputs: Any) -> dict[str, Any]:
