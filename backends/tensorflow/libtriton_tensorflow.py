@@ -289,6 +289,15 @@ def _device(model: Model, instance: ModelInstance) -> str:
     if instance.kind != "KIND_GPU":
         if model.state["settings"]["gpu_accelerators"]:
             log.warning("model '%s': GPU Execution Accelerator will be ignored for model instance on CPU", model.name)
+        if model.state["settings"]["jit_level"] > 0 and "--tf_xla_cpu_global_jit" not in os.environ.get(
+            "TF_XLA_FLAGS", ""
+        ):
+            log.warning(
+                "model '%s': XLA global_jit_level %d is set, but TensorFlow clusters CPU operations for XLA only "
+                "with TF_XLA_FLAGS=--tf_xla_cpu_global_jit in the server's environment",
+                model.name,
+                model.state["settings"]["jit_level"],
+            )
         return "/device:CPU:0"
     gpus = model.backend.state["gpus"]
     if gpus == 0:

@@ -174,7 +174,7 @@ def test_tensorflow_kind_gpu_without_a_gpu_names_what_is_missing() -> None:
     from tritium.core.backend.api import ModelInstance
 
     model = _model()
-    model.state = {"settings": {"gpu_accelerators": []}}
+    model.state = {"settings": {"gpu_accelerators": [], "jit_level": 0}}
     model.backend.state = {"gpus": 0, "version": "2.19.1"}
     with pytest.raises(TritonError) as err:
         tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model))
@@ -186,3 +186,22 @@ def test_tensorflow_kind_gpu_without_a_gpu_names_what_is_missing() -> None:
     assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model)) == "/device:CPU:0"
     model.backend.state = {"gpus": 1, "version": "2.19.1"}
     assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model)) == "/device:GPU:0"
+
+
+def test_tensorflow_xla_on_cpu_without_the_flag_warns(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
+    from tritium.core.backend.api import ModelInstance
+
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    model = _model()
+    model.state = {"settings": {"gpu_accelerators": [], "jit_level": 1}}
+    with caplog.at_level("WARNING", logger="tritium.backend.tensorflow"):
+        assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model)) == "/device:CPU:0"
+    assert caplog.messages == [
+        "model 'm': XLA global_jit_level 1 is set, but TensorFlow clusters CPU operations for XLA only with "
+        "TF_XLA_FLAGS=--tf_xla_cpu_global_jit in the server's environment"
+    ]
+    caplog.clear()
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_cpu_global_jit")
+    with caplog.at_level("WARNING", logger="tritium.backend.tensorflow"):
+        tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model))
+    assert caplog.messages == []
