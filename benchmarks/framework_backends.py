@@ -13,7 +13,9 @@ instances and one thread each:
 Models: ``efficientnet_lite0_torchscript`` (pytorch, INTRA/INTER_OP_THREAD_COUNT 1),
 ``efficientnet_lite0_openvino`` (openvino, INFERENCE_NUM_THREADS 1, NUM_STREAMS 1,
 f32), ``breast_cancer_xgboost`` and ``breast_cancer_lightgbm`` (fil,
-cpu_nthread 1). It writes its section of ``docs/performance.md``
+cpu_nthread 1), ``efficientnet_lite0_savedmodel`` (tensorflow, TF_NUM_INTRA_THREADS
+and TF_NUM_INTER_THREADS 1 with per-session threads; in-process: a
+``tf.compat.v1.Session`` per copy with the same settings, as the backend runs it). It writes its section of ``docs/performance.md``
 (``--output``); raw CSVs go to ``benchmarks/results/``.
 
 Usage::
@@ -49,6 +51,7 @@ MODELS = {
     "efficientnet_lite0_openvino": ("openvino", "model.xml"),
     "breast_cancer_xgboost": ("fil", "xgboost.json"),
     "breast_cancer_lightgbm": ("fil", "model.txt"),
+    "efficientnet_lite0_savedmodel": ("tensorflow", "model.savedmodel"),
 }
 INSTANCES = 2
 
@@ -64,7 +67,12 @@ def build(work: Path) -> Path:
         "--images",
         str(work / "images"),
     ]
-    for name in ("efficientnet_lite0_torchscript", "efficientnet_lite0_openvino", "breast_cancer_trees"):
+    for name in (
+        "efficientnet_lite0_torchscript",
+        "efficientnet_lite0_openvino",
+        "breast_cancer_trees",
+        "efficientnet_lite0_savedmodel",
+    ):
         command += ["--model", name]
     subprocess.run(command, check=True, capture_output=True, timeout=900)
     shutil.rmtree(repo / "efficientnet_lite0_onnx")  # built only to convert it to IR
@@ -112,6 +120,8 @@ def _predictor(repo: Path, name: str) -> Callable[[], Any]:
         request = compiled.create_infer_request()
         x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
         return lambda: request.infer({"input": x})
+    if backend == "tensorflow":
+        return _tensorflow_predictor(path)
     x = np.random.default_rng(0).random((1, 30), dtype=np.float32)
     if name.endswith("lightgbm"):
         import lightgbm
@@ -122,6 +132,24 @@ def _predictor(repo: Path, name: str) -> Callable[[], Any]:
 
     model = treelite.frontend.load_xgboost_model(str(path), format_choice="json")
     return lambda: treelite.gtil.predict(model, x, nthread=1)
+
+
+def _tensorflow_predictor(path: Path) -> Callable[[], Any]:
+    """The SavedModel in a ``tf.compat.v1.Session`` with the example's thread settings (as the backend runs it)."""
+    import numpy as np
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=1, inter_op_parallelism_threads=1, use_per_session_threads=True
+    )
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph, config=config)
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+    signature = meta.signature_def["serving_default"]
+    run = session.make_callable([signature.outputs["output_0"].name], [signature.inputs["input"].name])
+    x = np.random.default_rng(0).random((1, 224, 224, 3), dtype=np.float32)
+    return lambda: run(x)
 
 
 def in_process(repo: Path, name: str, seconds: float) -> dict[str, float]:

@@ -31,6 +31,10 @@ What it writes (default locations are next to this script):
     model_repository/efficientnet_lite0_{torchscript,openvino}, minilm_torchscript,
     breast_cancer_{xgboost,lightgbm}, efficientnet_ensemble_frameworks: the framework backends'
                                         examples (examples/framework_examples.py)
+    model_repository/simple, breast_cancer_keras, efficientnet_lite0_savedmodel: the tensorflow
+                                        backend's examples (examples/tensorflow_examples.py;
+                                        pip install 'tritium[tensorflow]'; the EfficientNet one
+                                        installs onnx2tf into a cache folder on first use)
     images/coffee.jpg                                        skimage.data.coffee()
     images/cat.jpg                                           skimage.data.chelsea()
 
@@ -62,6 +66,7 @@ from pathlib import Path
 EXAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(EXAMPLES_DIR))
 import framework_examples as fx  # noqa: E402  (examples/ is not a package)
+import tensorflow_examples as tx  # noqa: E402  (imports TensorFlow only when its models are built)
 
 MODEL_NAME = "efficientnet_lite0_onnx"
 MAX_BATCH_SIZE = 8
@@ -626,6 +631,51 @@ def _build_framework_ensemble(args: argparse.Namespace) -> None:
     (target / "1").mkdir(exist_ok=True)
 
 
+# -- the tensorflow backend's examples (examples/tensorflow_examples.py) --------------------------------
+def _build_simple_graphdef(args: argparse.Namespace) -> None:
+    model_dir = args.output / "simple"
+    _produce_text(model_dir / "config.pbtxt", tx.SIMPLE_CONFIG, args.force)
+    _produce(model_dir / "1" / "model.graphdef", tx.simple_graphdef_writer, args.force)
+
+
+def _produce_savedmodel(path: Path, writer: Callable[[Path], None], force: bool) -> None:
+    """Write the SavedModel folder ``path`` with ``writer`` (into a temporary folder, then renamed)."""
+    if not _once(path):
+        return
+    if (path / "saved_model.pb").exists() and not force:
+        print(f"exists   {path} (skipped; --force rewrites it)")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    start = time.perf_counter()
+    try:
+        writer(staging / path.name)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(staging / path.name, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"wrote    {path} ({time.perf_counter() - start:.1f} s)")
+
+
+def _build_keras(args: argparse.Namespace) -> None:
+    model_dir = args.output / "breast_cancer_keras"
+    _produce_text(model_dir / "config.pbtxt", tx.KERAS_CONFIG, args.force)
+    _produce_savedmodel(
+        model_dir / "1" / "model.savedmodel", tx.keras_writer(model_dir / "keras_model.keras"), args.force
+    )
+
+
+def _build_efficientnet_savedmodel(args: argparse.Namespace) -> None:
+    _build_efficientnet(args)  # converted from the ONNX export, checked on the coffee photo
+    model_dir = args.output / "efficientnet_lite0_savedmodel"
+    _produce_text(model_dir / "config.pbtxt", tx.EFFICIENTNET_CONFIG, args.force)
+    _produce(model_dir / "labels.txt", write_labels, args.force)
+    onnx_path = args.output / MODEL_NAME / "1" / "model.onnx"
+    _produce_savedmodel(
+        model_dir / "1" / "model.savedmodel", tx.convert_onnx_to_savedmodel(onnx_path, args.images), args.force
+    )
+
+
 #: every model this script builds, in build order
 MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     MODEL_NAME: _build_efficientnet,
@@ -636,6 +686,9 @@ MODELS: dict[str, Callable[[argparse.Namespace], None]] = {
     "minilm_torchscript": _build_minilm_torchscript,
     "breast_cancer_trees": _build_trees,
     "efficientnet_ensemble_frameworks": _build_framework_ensemble,
+    "simple": _build_simple_graphdef,
+    "breast_cancer_keras": _build_keras,
+    "efficientnet_lite0_savedmodel": _build_efficientnet_savedmodel,
 }
 
 

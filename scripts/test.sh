@@ -27,7 +27,9 @@ if [ -n "$APT_WANTED" ] && command -v apt-get >/dev/null 2>&1; then
     || echo "note: could not install$APT_WANTED; the tests that need them will be skipped" >&2
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test,ray]'
+# tensorflow: tensorflow-cpu 2.19 (the test extra keeps it below 2.20: tritonclient[grpc] 2.51 needs
+# protobuf<5); about 40 s and 1 GB more on a fresh machine
+"$VENV/bin/python" -m pip install -q -e '.[onnxruntime,examples,test,ray,tensorflow]'
 # where the gRPC C++ headers are, the native transport must have been built and must load
 if pkg-config --exists grpc++ 2>/dev/null \
   && ! "$VENV/bin/python" -c "import tritium.frontends.kserve_grpc._native" 2>/dev/null; then

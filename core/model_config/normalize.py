@@ -40,6 +40,8 @@ DEFAULT_FILENAMES = {
     "pytorch": ("pytorch_libtorch", "model.pt"),
     "python": ("", "model.py"),
 }
+# the tensorflow backend's platforms -> default model file name (Triton's AutoCompleteBackendFields)
+_TENSORFLOW_FILES = {"tensorflow_savedmodel": "model.savedmodel", "tensorflow_graphdef": "model.graphdef"}
 # backends whose KIND_CPU groups default to two instances, as in Triton
 _TWO_CPU_INSTANCES = {"onnxruntime", "tensorflow"}
 ENSEMBLE = "ensemble"
@@ -81,6 +83,21 @@ def _autofill_backend(config: mc.ModelConfig, model_name: str, model_path: Path)
                 ):
                     config.backend = backend
                     break
+    if not config.backend and not config.platform and config.default_model_filename in _TENSORFLOW_FILES.values():
+        config.backend = "tensorflow"
+    if not config.backend and not config.platform and not config.default_model_filename:
+        for filename in _TENSORFLOW_FILES.values():
+            if filename in files:
+                config.backend = "tensorflow"
+    if config.backend == "tensorflow":
+        if not config.platform:
+            for platform, filename in _TENSORFLOW_FILES.items():
+                if filename in files or config.default_model_filename == filename:
+                    config.platform = platform
+                    break
+        if not config.default_model_filename and config.platform in _TENSORFLOW_FILES:
+            config.default_model_filename = _TENSORFLOW_FILES[config.platform]
+        return
     if config.backend in DEFAULT_FILENAMES:
         platform, filename = DEFAULT_FILENAMES[config.backend]
         if platform and not config.platform:

@@ -126,8 +126,8 @@ ENDPOINTS = ", ".join(build.endpoints())
     [
         ([], f"build.py: error: choose at least one --backend (built-in: {BUILTIN}, or a folder)"),
         (
-            ["--backend", "tensorflow"],
-            "build.py: error: unknown backend 'tensorflow': not a built-in backend "
+            ["--backend", "dali"],
+            "build.py: error: unknown backend 'dali': not a built-in backend "
             f"({BUILTIN}) and not a folder holding a libtriton_<name> library",
         ),
         (

@@ -1,4 +1,4 @@
-"""The config ``parameters`` of the openvino and fil backends, parsed and checked (no framework needed).
+"""The config ``parameters`` of the openvino, fil and tensorflow backends, parsed and checked (no framework needed).
 
 The black-box suites load models with these parameters; this checks every
 accepted form and each refusal's message directly.
@@ -124,3 +124,84 @@ def test_fil_output_follows_the_parameters() -> None:
     assert multiclass.tolist() == [[1.0]]
     plain = fil._postprocess({"predict_proba": False, "output_class": False, "threshold": 0.5}, scores)
     assert plain.dtype == np.float32 and plain.tolist() == scores.astype(np.float32).tolist()
+
+
+tensorflow = _backend("tensorflow")
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"version": "1"},
+            "starting from 23.04, Triton no longer supports Tensorflow 1. Please switch to Tensorflow 2.",
+        ),
+        ({"version": "3"}, "unexpected TensorFlow library version '3', expects 2."),
+        (
+            {"allow-soft-placement": "maybe"},
+            "failed to convert 'allow-soft-placement' of the tensorflow backend to a boolean: 'maybe'",
+        ),
+        (
+            {"gpu-memory-fraction": "half"},
+            "failed to convert 'gpu-memory-fraction' of the tensorflow backend to a number: 'half'",
+        ),
+        ({"gpu-memory-fraction": "1.5"}, "'gpu-memory-fraction' must be between 0 and 1, got 1.5"),
+    ],
+)
+def test_tensorflow_backend_config_refusals(config: dict[str, str], message: str) -> None:
+    with pytest.raises(TritonError) as err:
+        tensorflow._backend_settings(config)
+    assert err.value.message == message
+
+
+def test_tensorflow_backend_config_values() -> None:
+    assert tensorflow._backend_settings({}) == {"allow_soft_placement": True, "gpu_memory_fraction": 0.0}
+    assert tensorflow._backend_settings(
+        {"version": "2", "allow-soft-placement": "false", "gpu-memory-fraction": "0.25"}
+    ) == {"allow_soft_placement": False, "gpu_memory_fraction": 0.25}
+
+
+def test_tensorflow_model_parameters() -> None:
+    settings = tensorflow._model_settings(
+        _model(TF_NUM_INTRA_THREADS="2", TF_NUM_INTER_THREADS="3", TF_USE_PER_SESSION_THREADS="on", TF_GRAPH_TAG="x")
+    )
+    assert settings["intra_threads"] == 2 and settings["inter_threads"] == 3
+    assert settings["per_session_threads"] is True and settings["graph_tag"] == "x"
+    assert settings["share"] == 1 and settings["jit_level"] == 0
+
+
+def test_tensorflow_kind_gpu_without_a_gpu_names_what_is_missing() -> None:
+    from tritium.core.backend.api import ModelInstance
+
+    model = _model()
+    model.state = {"settings": {"gpu_accelerators": [], "jit_level": 0}}
+    model.backend.state = {"gpus": 0, "version": "2.19.1"}
+    with pytest.raises(TritonError) as err:
+        tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model))
+    assert err.value.message == (
+        "model 'm' has a KIND_GPU instance, but this TensorFlow (2.19.1) sees no GPU (the tensorflow-cpu package, "
+        "or no NVIDIA GPU, driver or CUDA libraries here): pip install 'tritium[tensorflow-gpu]' on a machine "
+        "with an NVIDIA GPU, or use KIND_CPU"
+    )
+    assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model)) == "/device:CPU:0"
+    model.backend.state = {"gpus": 1, "version": "2.19.1"}
+    assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_GPU", 0, model)) == "/device:GPU:0"
+
+
+def test_tensorflow_xla_on_cpu_without_the_flag_warns(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
+    from tritium.core.backend.api import ModelInstance
+
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    model = _model()
+    model.state = {"settings": {"gpu_accelerators": [], "jit_level": 1}}
+    with caplog.at_level("WARNING", logger="tritium.backend.tensorflow"):
+        assert tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model)) == "/device:CPU:0"
+    assert caplog.messages == [
+        "model 'm': XLA global_jit_level 1 is set, but TensorFlow clusters CPU operations for XLA only with "
+        "TF_XLA_FLAGS=--tf_xla_cpu_global_jit in the server's environment"
+    ]
+    caplog.clear()
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_cpu_global_jit")
+    with caplog.at_level("WARNING", logger="tritium.backend.tensorflow"):
+        tensorflow._device(model, ModelInstance("m_0_0", "KIND_CPU", 0, model))
+    assert caplog.messages == []

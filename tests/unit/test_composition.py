@@ -73,6 +73,6 @@ def test_version_of_a_plain_install_lists_its_backends_and_endpoints() -> None:
     assert lines[0].startswith("tritium ")
     assert (
         lines[1].startswith("backends: ")
-        and "onnxruntime, openvino, python, pytorch, tensorrt (every backend in " in lines[1]
+        and "onnxruntime, openvino, python, pytorch, tensorflow, tensorrt (every backend in " in lines[1]
     )
     assert lines[2] == "endpoints: http, grpc, metrics"
