@@ -92,6 +92,17 @@ KERAS_TOLERANCE = 1e-5
 
 
 def _tf() -> Any:
+    """Import TensorFlow, after PyTorch's ``triton`` compiler package where it is installed.
+
+    Imported the other way round in one process (TensorFlow first, then ``torch.export`` or
+    ``torch._dynamo`` importing ``triton``), the process dies with a segmentation fault
+    (tensorflow-cpu 2.19 with torch 2.13's triton, checked 2026-12-04). fetch_models.py and the
+    test suite build TensorFlow and PyTorch models in one process, so TensorFlow comes second.
+    """
+    try:
+        import triton  # noqa: F401  (import order only; see above)
+    except Exception:  # not installed, or unusable here: nothing to order
+        pass
     import tensorflow as tf
 
     return tf

@@ -16,9 +16,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _tf() -> Any:
-    import tensorflow as tf
+    """TensorFlow, imported in the order that keeps ``torch.export`` working in this process
+    (``examples/tensorflow_examples.py``'s ``_tf``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import tensorflow_examples
 
-    return tf
+    return tensorflow_examples._tf()
 
 
 def add_sub_savedmodel(path: Path) -> None:
