@@ -31,16 +31,17 @@ import numpy as np
 from tritium.core.backend.api import Backend, Model, ModelInstance, Request
 from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import (
+    OP_LIBRARY_FIELD,
     autocomplete_io,
     bool_parameter,
     check_io,
     import_framework,
     int_parameter,
     model_file,
+    op_libraries,
     run_batched,
 )
 from tritium.core.errors import Code, TritonError
-from tritium.core.model_repository.paths import check_relative_file, safe_join
 
 # ONNX tensor element types -> model-config datatypes
 _ORT_TO_CONFIG = {
@@ -105,22 +106,15 @@ def _session_options(model: Model) -> Any:
     return options
 
 
-OP_LIBRARY_FIELD = "model_operations.op_library_filename"
-
-
 def _register_op_libraries(model: Model, options: Any) -> None:
     """Register the config's custom operation libraries with the session (Triton's onnxruntime backend
-    calls ``RegisterCustomOpsLibrary`` for each ``model_operations.op_library_filename``).
-
-    Unlike Triton, which loads any path, a library must be a file under the model's folder (a
-    config may come from a load request, and a library runs native code as it loads).
+    calls ``RegisterCustomOpsLibrary`` for each ``model_operations.op_library_filename``; each must be
+    under the model's folder, see :func:`~tritium.core.backend.framework.op_libraries`).
 
     :raises TritonError: INVALID_ARG naming the field for a path that leaves the model folder, or
         for a library onnxruntime cannot register (its message).
     """
-    for filename in (model.config.get("model_operations") or {}).get("op_library_filename", []):
-        check_relative_file(model.repository_path, filename, OP_LIBRARY_FIELD)
-        path = safe_join(model.repository_path, filename, what=OP_LIBRARY_FIELD)
+    for filename, path in op_libraries(model):
         try:
             options.register_custom_ops_library(str(path))
         except Exception as exc:  # onnxruntime's Fail / RuntimeError: a missing file, a bad library

@@ -55,6 +55,7 @@ from tritium.core.backend.framework import (
     import_framework,
     int_parameter,
     model_file,
+    op_libraries,
     output_names,
     refuse_parameters,
     run_batched,
@@ -249,9 +250,14 @@ def _model_settings(model: Model) -> dict[str, Any]:
 
 
 def _load_op_libraries(tf: Any, model: Model) -> None:
-    for filename in (model.config.get("model_operations") or {}).get("op_library_filename", []):
+    """Load the config's custom-op libraries (``tf.load_op_library``), each a file under the model's
+    folder (:func:`~tritium.core.backend.framework.op_libraries`).
+
+    :raises TritonError: INVALID_ARG naming the field and the library.
+    """
+    for filename, path in op_libraries(model):
         try:
-            tf.load_op_library(str(filename))
+            tf.load_op_library(str(path))
         except Exception as exc:
             raise TritonError(
                 Code.INVALID_ARG, f"model '{model.name}': cannot load the custom-op library '{filename}': {exc}"

@@ -1,4 +1,4 @@
-"""Helpers that the framework backends share (onnxruntime, pytorch, openvino, fil, tensorrt).
+"""Helpers that the framework backends share (onnxruntime, pytorch, openvino, fil, tensorrt, tensorflow).
 
 None of them imports a framework: they read the model config, find the model
 file, parse Triton's string parameters with Triton's messages, and run a batch
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import Code, TritonError
-from ..model_repository.paths import safe_join
+from ..model_repository.paths import check_relative_file, safe_join
 from .api import Model, Request, batch_input
 from .batch_io import BatchIO
 
@@ -28,6 +28,7 @@ __all__ = [
     "import_framework",
     "int_parameter",
     "model_file",
+    "op_libraries",
     "output_names",
     "refuse_parameters",
     "run_batched",
@@ -147,6 +148,27 @@ def model_file(model: Model, default: str, *, alternatives: Sequence[str] = ()) 
             return path
     first = safe_join(version_dir, names[0], what="default_model_filename")
     raise TritonError(Code.NOT_FOUND, f"unable to find '{first}' for model '{model.name}' version {model.version}")
+
+
+#: the config field that names custom operation libraries
+OP_LIBRARY_FIELD = "model_operations.op_library_filename"
+
+
+def op_libraries(model: Model) -> list[tuple[str, Path]]:
+    """The custom operation libraries the config names (``model_operations.op_library_filename``), in
+    order, as ``(the config's file name, its path)``.
+
+    Unlike Triton, which loads any path, each must be a file under the model's
+    folder: a config may come from a load request, and a library runs native
+    code as it loads (docs/compatibility.md).
+
+    :raises TritonError: INVALID_ARG naming the field for a path that leaves the model folder.
+    """
+    paths = []
+    for filename in (model.config.get("model_operations") or {}).get("op_library_filename", []):
+        check_relative_file(model.repository_path, filename, OP_LIBRARY_FIELD)
+        paths.append((filename, safe_join(model.repository_path, filename, what=OP_LIBRARY_FIELD)))
+    return paths
 
 
 def bool_parameter(model: Model, key: str, default: bool) -> bool:

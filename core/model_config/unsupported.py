@@ -19,7 +19,7 @@ from ..errors import Code, TritonError
 __all__ = ["REFUSED", "Refusal", "refuse_unsupported"]
 
 #: backends of tritium that read ``optimization.graph``, ``execution_accelerators`` and ``model_operations``
-_ACCELERATED = {"onnxruntime"}
+_ACCELERATED = {"onnxruntime", "tensorflow"}
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,12 @@ REFUSED: tuple[Refusal, ...] = (
     Refusal(
         "optimization.graph",
         lambda c: c.optimization.graph.level != 0 and c.backend not in _ACCELERATED,
-        "only the onnxruntime backend reads the graph optimization level",
+        "only the onnxruntime and tensorflow backends read the graph optimization level",
     ),
     Refusal(
         "optimization.execution_accelerators",
         lambda c: c.optimization.HasField("execution_accelerators") and c.backend not in _ACCELERATED,
-        "only the onnxruntime backend reads execution accelerators",
+        "only the onnxruntime and tensorflow backends read execution accelerators",
     ),
     Refusal(
         "input.is_non_linear_format_io",
@@ -99,7 +99,7 @@ REFUSED: tuple[Refusal, ...] = (
     Refusal(
         "model_operations.op_library_filename",
         lambda c: len(c.model_operations.op_library_filename) > 0 and c.backend not in _ACCELERATED,
-        "only the onnxruntime backend loads custom operation libraries",
+        "only the onnxruntime and tensorflow backends load custom operation libraries",
     ),
     Refusal(
         "sequence_batching.state.use_same_buffer_for_input_output",

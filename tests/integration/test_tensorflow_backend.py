@@ -25,7 +25,7 @@ from tests.support.clients import module_server
 from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 
-pytest.importorskip("tensorflow")
+tfm.skip_without_tensorflow()
 
 ADD_SUB_IO = """
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]

@@ -26,8 +26,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.support.server import ServerProcess
+from tests.support.tensorflow_models import skip_without_tensorflow
 
-pytest.importorskip("tensorflow")
+skip_without_tensorflow()
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "examples"))

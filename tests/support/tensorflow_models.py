@@ -7,12 +7,26 @@ fixture.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def skip_without_tensorflow() -> None:
+    """Skip the calling test module where TensorFlow is not installed, without importing it.
+
+    ``pytest.importorskip("tensorflow")`` would import it at collection, before PyTorch's
+    ``triton``: the order that crashes the process once a later test imports ``torch.export``
+    (see :func:`_tf`).
+    """
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (pip install 'tritium[tensorflow]')", allow_module_level=True)
 
 
 def _tf() -> Any:

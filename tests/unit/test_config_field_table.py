@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor
 
-from tritium.core.model_config.unsupported import REFUSED
+from tritium.core.errors import Code, TritonError
+from tritium.core.model_config.unsupported import REFUSED, refuse_unsupported
 from tritium.proto import model_config_pb2 as mc
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
@@ -92,3 +95,37 @@ def test_fields_refused_in_code_are_refused_in_the_table() -> None:
         status, note = rows[refusal.field]
         assert "refused" in status, refusal.field
         assert f"'{refusal.field}' is not supported: {refusal.instead}" in note, refusal.field
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ('backend: "pytorch" optimization { graph { level: 1 } }', "optimization.graph"),
+        ('backend: "onnxruntime" optimization { graph { level: 1 } }', None),
+        ('backend: "tensorflow" optimization { graph { level: 1 } }', None),
+        (
+            'backend: "openvino" model_operations { op_library_filename: "ops.so" }',
+            "model_operations.op_library_filename",
+        ),
+        ('backend: "tensorflow" model_operations { op_library_filename: "ops.so" }', None),
+        (
+            'backend: "python" optimization { execution_accelerators { cpu_execution_accelerator { name: "x" } } }',
+            "optimization.execution_accelerators",
+        ),
+        (
+            'backend: "tensorflow" optimization { execution_accelerators { gpu_execution_accelerator { name: "gpu_io" } } }',
+            None,
+        ),
+    ],
+)
+def test_fields_only_some_backends_read_are_refused_elsewhere(text: str, refused: str | None) -> None:
+    config = text_format.Parse('name: "m" ' + text, mc.ModelConfig())
+    if refused is None:
+        refuse_unsupported(config)
+        return
+    with pytest.raises(TritonError) as caught:
+        refuse_unsupported(config)
+    assert caught.value.code is Code.UNSUPPORTED
+    assert caught.value.message.startswith(
+        f"model 'm': '{refused}' is not supported: only the onnxruntime and tensorflow"
+    )
