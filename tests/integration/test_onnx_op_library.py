@@ -8,6 +8,7 @@ backend, each instance's session registers the libraries before it loads the mod
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,15 @@ from tests.support.repo import add_model
 from tests.support.server import ServerProcess
 from tritium.proto import grpc_service_pb2 as pb
 
+# onnxruntime_extensions sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python in os.environ as it
+# imports: every server the suite started after this module's collection inherited pure-Python
+# protobuf (test_hardening's 12 MB gRPC messages then took 11 s to parse). Its setting is undone.
+_PROTOBUF_SETTING = os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION")
 ox = pytest.importorskip("onnxruntime_extensions")
+if _PROTOBUF_SETTING is None:
+    os.environ.pop("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", None)
+else:
+    os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = _PROTOBUF_SETTING
 
 CONFIG = {
     "backend": "onnxruntime",
