@@ -186,6 +186,10 @@ class Worker:
         handlers = self._handlers()
         try:
             while not self._threaded:
+                if self._outbox and not self.channel.buffered:
+                    # the last frame received is handled: what _done held goes out before the read
+                    # blocks (a control frame, e.g. RELEASE, can be the last one after an EXECUTE)
+                    self._flush_outbox()
                 try:
                     message, fds = next(self._frames)
                 except StopIteration:
