@@ -33,10 +33,12 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
     config.write_text(config.read_text().replace('backend: "python"', 'backend: "python"\nmax_batch_size: 8'))
     out = tmp_path / "report"
     analyzer = Path(sys.executable).parent / "tritium-analyzer"
+    # run from a folder holding one named "tritium" (a clone's parent): it must not shadow the package
+    (tmp_path / "tritium").mkdir()
     done = subprocess.run(
         [
             str(analyzer),
-            f"--model-repository={repo}",
+            "--model-repository=models",
             "--model=add_sub",
             "--quick",
             f"--output={out}",
@@ -45,6 +47,7 @@ def test_quick_search_on_add_sub(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == f"report: {out / 'report.html'}; config: {out / 'best' / 'config.pbtxt'}"
@@ -195,3 +198,30 @@ def test_a_run_past_its_bound_is_the_candidates_error_with_the_servers_state(
     assert result.error.splitlines()[0] == "concurrency 1: perf_analyzer ran past 1 s:"
     assert "server statistics: " in result.error and '"name":"add_sub"' in result.error.replace(" ", "")
     assert "server log:" in result.error
+
+
+@pytest.mark.skipif(bool(perf_analyzer_missing()), reason=perf_analyzer_missing() or "-")
+def test_a_server_that_cannot_start_is_named_with_its_reason_on_the_console(tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    shutil.copytree(ROOT / "examples" / "python_models" / "add_sub", repo / "add_sub")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritium.analyzer.cli",
+            f"--model-repository={repo}",
+            "--model=add_sub",
+            "--instances=1",
+            "--concurrency=1",
+            f"--output={tmp_path / 'report'}",
+            "--server-arg=--no-such-flag",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "not measured" in line]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        "i1: not measured: tritium-server exited with 2: tritium-server: error: unrecognized arguments: --no-such-flag"
+    ), done.stderr

@@ -83,17 +83,31 @@ def prepare_repository(repository: Path, model: str, candidate: Candidate, targe
     return text
 
 
+def _reason(log_tail: str) -> str:
+    """The line of a server's log that says why it failed: the last one naming an error (a
+    traceback's exception, the server's ``error:`` line, an ``E`` log line), else the last one."""
+    lines = [line for line in log_tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "error" in line.lower() or line.startswith("E1") or line.startswith("E0"):
+            return line
+    return lines[-1] if lines else "no output"
+
+
 class _Server:
     """One tritium-server subprocess on loopback (HTTP and gRPC), stopped by PID."""
 
     def __init__(self, repository: Path, log: Path, server_args: Sequence[str] = ()) -> None:
         self.http_port, self.grpc_port = _free_port(), _free_port()
         self.log = log
+        # -P (Python 3.11+): the current folder is not put on sys.path, so a folder named
+        # "tritium" there (a clone's default name, run from its parent) cannot shadow the package
+        safe_path = ["-P"] if sys.version_info >= (3, 11) else []
         cmd = [
             sys.executable,
+            *safe_path,
             "-m",
             "tritium",
-            f"--model-repository={repository}",
+            f"--model-repository={repository.resolve()}",
             f"--http-port={self.http_port}",
             f"--grpc-port={self.grpc_port}",
             "--allow-metrics=false",
@@ -109,7 +123,9 @@ class _Server:
         url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerFailed(f"tritium-server exited with {self.proc.returncode}:\n{self._tail()}")
+                tail = self._tail()
+                reason = _reason(tail)
+                raise ServerFailed(f"tritium-server exited with {self.proc.returncode}: {reason.strip()}\n{tail}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
                     if resp.status == 200:
