@@ -40,7 +40,7 @@ from .plugins import create_frontends, default_plugins_file, load_plugin_setting
 from .request import InferenceRequest
 from .response import InferenceResponse
 from .servable import Cancellable, Done, Servable
-from .startup import check_ports, endpoint_lines, model_table, options_table
+from .startup import check_ports, endpoint_lines, model_table, options_table, protobuf_warning
 from .stats import (
     MemoryMetrics,
     MetricsSnapshot,
@@ -146,6 +146,9 @@ class InferenceServer:
         await self.repository.start()
         log.info("\n%s", model_table(self.repository.index()))
         log.info("\n%s", options_table(self.options, __version__, EXTENSIONS, endpoint_lines(created)))
+        slow_protobuf = protobuf_warning()
+        if slow_protobuf:
+            log.warning("%s", slow_protobuf)
         failures = self.repository.failures
         if failures and self.options.exit_on_error:
             await self.repository.unload_all()

@@ -15,13 +15,22 @@ Runs in the core process, on its event loop, once while the server starts.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .errors import Code, TritonError
 
-__all__ = ["check_ports", "endpoint_address", "endpoint_lines", "model_table", "options_table", "render_table"]
+__all__ = [
+    "check_ports",
+    "endpoint_address",
+    "endpoint_lines",
+    "model_table",
+    "options_table",
+    "protobuf_warning",
+    "render_table",
+]
 
 
 def endpoint_address(frontend: Any) -> tuple[str, int] | None:
@@ -139,3 +148,21 @@ def options_table(options: Any, version: str, extensions: Sequence[str], endpoin
         ("endpoints", "\n".join(endpoints) or "none"),
     ]
     return render_table(("Option", "Value"), rows)
+
+
+def protobuf_warning() -> str | None:
+    """A warning when protobuf runs its pure-Python implementation in this process, else None.
+
+    ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`` (some packages, onnxruntime-extensions
+    among them, set it in ``os.environ`` as they import) makes every gRPC message and model
+    config parse in Python: about a hundred times slower, on the event loop.
+    """
+    from google.protobuf.internal import api_implementation
+
+    if api_implementation.Type() != "python":
+        return None
+    return (
+        "protobuf runs its pure-Python implementation (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="
+        f"{os.environ.get('PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION', '')!r}): gRPC requests and model configs "
+        "parse about 100x slower; unset it for the compiled implementation"
+    )
