@@ -40,10 +40,6 @@ EMPTY_SEGMENT = 0  # descriptor segment id of a zero-byte tensor
 _OWNER_SHIFT = 24
 
 
-def _align(n: int) -> int:
-    return (n + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
-
-
 def window_inside(offset: int, nbytes: int, size: int) -> bool:
     """Whether ``[offset, offset+nbytes)`` lies within ``size`` bytes (overflow-safe; descriptors from frames)."""
     return 0 <= offset <= size and 0 <= nbytes <= size - offset

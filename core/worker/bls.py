@@ -21,12 +21,11 @@ responses arrive while the executing thread waits. Thread-safe.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import itertools
 import queue
 import threading
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,13 +71,12 @@ class BlsResponse:
 
 
 class BlsCall:
-    """A BLS request in flight; its responses can be awaited, iterated or waited for."""
+    """A BLS request in flight; its responses can be iterated or waited for."""
 
     def __init__(self, call_id: int) -> None:
         self.call_id = call_id
         self._queue: queue.SimpleQueue[BlsResponse] = queue.SimpleQueue()
         self._first: concurrent.futures.Future[BlsResponse] = concurrent.futures.Future()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[BlsResponse]]] = []
         self._lock = threading.Lock()
         self.done = False
 
@@ -87,8 +85,6 @@ class BlsCall:
             if not self._first.done():
                 self._first.set_result(response)
             self._queue.put(response)
-            for loop, aqueue in self._waiters:
-                loop.call_soon_threadsafe(aqueue.put_nowait, response)
             if response.final:
                 self.done = True
 
@@ -108,28 +104,6 @@ class BlsCall:
         """
         while True:
             response = self._queue.get(timeout=timeout)
-            if not (response.final and not response.outputs and response.error is None):
-                yield response
-            if response.final:
-                return
-
-    async def aresponses(self) -> AsyncGenerator[BlsResponse, None]:
-        """:meth:`responses` for ``async def`` model code."""
-        aqueue: asyncio.Queue[BlsResponse] = asyncio.Queue()
-        with self._lock:
-            # what arrived before we started listening is replayed first
-            pending: list[BlsResponse] = []
-            while True:
-                try:
-                    pending.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            for response in pending:
-                self._queue.put(response)
-                aqueue.put_nowait(response)
-            self._waiters.append((asyncio.get_running_loop(), aqueue))
-        while True:
-            response = await aqueue.get()
             if not (response.final and not response.outputs and response.error is None):
                 yield response
             if response.final:

@@ -217,9 +217,6 @@ class ExecuteRequest(_ExecuteRequestRequired, total=False):
     shm_outputs: dict[str, list[int]]
 
 
-_packer = msgpack.Packer(use_bin_type=True)
-
-
 def encode(message: list[Any], nfds: int = 0) -> bytes:
     """Return the frame bytes of ``message`` (header + msgpack payload)."""
     payload = msgpack.packb(message, use_bin_type=True)

@@ -61,11 +61,6 @@ def _fail(context: grpc.aio.ServicerContext, exc: TritonError, empty: M) -> M:
     return empty
 
 
-def _internal(context: grpc.aio.ServicerContext, rpc: str, exc: Exception, empty: M) -> M:
-    log.error("%s failed: %s", rpc, exc, exc_info=exc)
-    return _fail(context, TritonError(Code.INTERNAL, f"{type(exc).__name__}: {exc}"), empty)
-
-
 #: how :meth:`InferenceServicer.model_infer_submit` answers: ``(response parts, None)`` or ``(None, error)``
 InferReply = Callable[[list[bytes | memoryview] | None, TritonError | None], None]
 

@@ -108,10 +108,6 @@ class OutputPlan:
     default_binary: bool = False
     binary: dict[str, bool] = field(default_factory=dict)
 
-    def is_binary(self, name: str) -> bool:
-        """Whether output ``name`` is sent as binary data."""
-        return self.binary.get(name, self.default_binary)
-
 
 _ATOI = re.compile(r"\s*([+-]?\d+)")  # the prefix C atoi reads
 
