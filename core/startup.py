@@ -161,8 +161,10 @@ def protobuf_warning() -> str | None:
 
     if api_implementation.Type() != "python":
         return None
-    return (
-        "protobuf runs its pure-Python implementation (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="
-        f"{os.environ.get('PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION', '')!r}): gRPC requests and model configs "
-        "parse about 100x slower; unset it for the compiled implementation"
+    setting = os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION")
+    why, fix = (
+        (f"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION={setting!r}", "unset it for the compiled implementation")
+        if setting
+        else ("no compiled implementation is installed", "install a protobuf wheel for this platform")
     )
+    return f"protobuf runs its pure-Python implementation ({why}): gRPC requests and model configs parse about 100x slower; {fix}"

@@ -22,6 +22,7 @@ from .api import Model, Request, batch_input
 from .batch_io import BatchIO
 
 __all__ = [
+    "OP_LIBRARY_FIELD",
     "autocomplete_io",
     "bool_parameter",
     "check_io",
