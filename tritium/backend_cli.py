@@ -146,10 +146,16 @@ HERE = Path(__file__).resolve().parent
 LIBRARY = "{library}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count):
+    # bound together until all are picked: a port closed first may be handed out again at once
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +168,7 @@ def server(tmp_path_factory):
     shutil.copy(HERE / LIBRARY, backends / LIBRARY)
     shutil.copytree(HERE / "models", root / "models")
     (root / "models" / "{name}_model" / "1").mkdir(exist_ok=True)
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     log = open(root / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tritium", f"--model-repository={{root / 'models'}}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import signal
@@ -17,11 +18,25 @@ from pathlib import Path
 __all__ = ["ServerProcess", "free_port"]
 
 
+#: the ports free_port handed out lately, never handed out again while remembered
+_GIVEN: collections.deque[int] = collections.deque(maxlen=4096)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago, and not one this process was given lately.
+
+    The kernel may hand back the port it gave the previous ``bind(0)`` once that socket is
+    closed: two calls in a row (a server's HTTP and metrics ports) then got the same port,
+    and the server refused to start.
+    """
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.append(port)
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 that was not handed out lately")
 
 
 #: the checkout (its plugins.toml)

@@ -42,10 +42,17 @@ class Result:
     error: str = ""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """``count`` different TCP ports on 127.0.0.1 that were free a moment ago (the sockets stay
+    bound until all are picked: one closed first may be handed out again at once)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _link_tree(source: Path, target: Path) -> None:
@@ -97,7 +104,7 @@ class _Server:
     """One tritium-server subprocess on loopback (HTTP and gRPC), stopped by PID."""
 
     def __init__(self, repository: Path, log: Path, server_args: Sequence[str] = ()) -> None:
-        self.http_port, self.grpc_port = _free_port(), _free_port()
+        self.http_port, self.grpc_port = _free_ports(2)
         self.log = log
         # -P (Python 3.11+): the current folder is not put on sys.path, so a folder named
         # "tritium" there (a clone's default name, run from its parent) cannot shadow the package
