@@ -112,7 +112,9 @@ def _predictor(repo: Path, name: str) -> Callable[[], Any]:
 
         return run_torch
     if backend == "openvino":
-        import openvino as ov
+        from tritium.backends.openvino.libtriton_openvino import import_openvino
+
+        ov = import_openvino()
 
         compiled = ov.Core().compile_model(
             str(path), "CPU", {"INFERENCE_NUM_THREADS": "1", "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": "f32"}

@@ -147,7 +147,10 @@ def convert_to_openvino(onnx_path: Path) -> Callable[[Path], None]:
     def write(path: Path) -> None:
         import numpy as np
         import onnxruntime as ort
-        import openvino as ov
+
+        from tritium.backends.openvino.libtriton_openvino import import_openvino
+
+        ov = import_openvino()
 
         ov.save_model(ov.convert_model(str(onnx_path)), str(path))
         bin_tmp = path.with_suffix(".bin")

@@ -23,11 +23,17 @@ Behaves like Triton's OpenVINO backend where it matters to users:
   one inference (each input one array holding every request's rows).
 
 Config names match any of an input's or output's tensor names. Runs in the
-worker process; openvino is imported only here.
+worker process; openvino is imported only here, through :func:`import_openvino`:
+with OpenVINO's usage telemetry off (``import openvino`` otherwise sends a Google
+Analytics event from a forked process) and with model reading, inspection and
+compiling done one model at a time (concurrent first use of OpenVINO's Python
+bindings from several loader threads deadlocks inside pybind11's numpy glue).
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -49,8 +55,28 @@ _HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 _PRECISIONS = ("f32", "bf16", "f16")
 
 
-def _ov() -> Any:
-    return import_framework("openvino", "openvino", "pip install 'tritium[openvino]'")
+#: held while a model is read, inspected, reshaped and compiled (see the module docstring)
+_LOAD_LOCK = threading.Lock()
+
+
+def import_openvino() -> Any:
+    """Import ``openvino`` with its usage telemetry off and its numpy glue initialised.
+
+    ``import openvino`` imports ``openvino.tools.ovc``, which sends a usage event
+    to Google Analytics through ``openvino_telemetry`` unless the user opted out;
+    tritium never talks to a network it was not asked to, so that package is
+    hidden from this process (``openvino`` then uses its own no-op stub). The
+    first conversion between an OpenVINO element type and a numpy dtype is done
+    here, once, under a lock: done first by two threads at once it deadlocks.
+
+    :raises TritonError: UNAVAILABLE when ``openvino`` is not installed.
+    """
+    if "openvino" not in sys.modules:
+        sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]
+    ov = import_framework("openvino", "openvino", "pip install 'tritium[openvino]'")
+    with _LOAD_LOCK:
+        np.dtype(ov.Type.f32.to_dtype())
+    return ov
 
 
 def _yes_no(model: Model, key: str) -> bool:
@@ -105,8 +131,7 @@ def _config_type(port: Any) -> str:
     return dt.config_name if dt is not None else "TYPE_INVALID"
 
 
-def _read(model: Model) -> Any:
-    ov = _ov()
+def _read(model: Model, ov: Any) -> Any:
     path = model_file(model, "model.xml", alternatives=("model.onnx",))
     if path.suffix == ".xml" and not path.with_suffix(".bin").exists():
         raise TritonError(
@@ -132,7 +157,9 @@ def TRITONBACKEND_ModelInitialize(model: Model) -> None:
     reshape = _yes_no(model, "RESHAPE_IO_LAYERS")
     model.state = {"options": options, "pad": pad, "reshape": reshape}
     if model.auto_complete_config and not (model.config.get("input") and model.config.get("output")):
-        _auto_complete(model, _read(model))
+        ov = import_openvino()
+        with _LOAD_LOCK:
+            _auto_complete(model, _read(model, ov))
 
 
 def _port(model: Model, ports: Any, name: str, kind: str) -> Any:
@@ -151,8 +178,14 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
     model = instance.model
     if instance.kind == "KIND_GPU":
         raise TritonError(Code.UNSUPPORTED, f"model '{model.name}': the openvino backend runs on the CPU; use KIND_CPU")
-    ov = _ov()
-    ov_model = _read(model)
+    ov = import_openvino()
+    with _LOAD_LOCK:
+        instance.state = _compile(model, ov)
+
+
+def _compile(model: Model, ov: Any) -> dict[str, Any]:
+    """Read, check, reshape and compile the model for one instance: the instance's state."""
+    ov_model = _read(model, ov)
     max_batch = int(model.config.get("max_batch_size", 0))
     if model.state["reshape"]:
         shapes = {}
@@ -183,7 +216,7 @@ def TRITONBACKEND_ModelInstanceInitialize(instance: ModelInstance) -> None:
         compiled = ov.Core().compile_model(ov_model, "CPU", model.state["options"])
     except Exception as exc:
         raise TritonError(Code.INTERNAL, f"openvino failed to compile model '{model.name}': {exc}") from None
-    instance.state = {
+    return {
         "request": compiled.create_infer_request(),
         "compiled": compiled,
         "inputs": inputs,

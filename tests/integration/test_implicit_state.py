@@ -75,7 +75,9 @@ def _reference(server: ServerProcess, model: str):
         session = ort.InferenceSession(str(path / "model.onnx"), providers=["CPUExecutionProvider"])
         return lambda x, s: tuple(session.run(["OUTPUT", "STATE_OUT"], {"INPUT": x, "STATE_IN": s}))
     if model == "state_openvino":
-        import openvino as ov
+        from tritium.backends.openvino.libtriton_openvino import import_openvino
+
+        ov = import_openvino()
 
         compiled = ov.Core().compile_model(str(path / "model.xml"), "CPU")
         return lambda x, s: tuple(

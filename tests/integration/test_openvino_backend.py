@@ -8,6 +8,8 @@ process. EfficientNet-Lite0 as IR is in ``test_framework_examples.py``.
 from __future__ import annotations
 
 import concurrent.futures
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,7 +97,9 @@ def _infer(server: ServerProcess, protocol: str, model: str, a: np.ndarray, b: n
 
 
 def _reference(server: ServerProcess, model: str, filename: str, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    import openvino as ov
+    from tritium.backends.openvino.libtriton_openvino import import_openvino
+
+    ov = import_openvino()
 
     compiled = ov.Core().compile_model(f"{server.repositories[0]}/{model}/1/{filename}", "CPU")
     results = compiled({"INPUT0": a, "INPUT1": b})
@@ -204,5 +208,31 @@ def test_missing_openvino_is_a_clear_load_error(tmp_path: Path) -> None:
             "failed to load 'needs_openvino' version 1: Unavailable: the openvino backend needs the openvino "
             "package: pip install 'tritium[openvino]' (No module named 'openvino')"
         ) in server.log()
+    finally:
+        server.stop()
+
+
+def test_the_backend_imports_openvino_without_its_usage_telemetry() -> None:
+    # ``import openvino`` alone starts a thread that sends a Google Analytics event; the backend's import does not
+    script = (
+        "import sys, threading\n"
+        "from tritium.backends.openvino.libtriton_openvino import import_openvino\n"
+        "ov = import_openvino()\n"
+        "print(sorted(t.name for t in threading.enumerate()), sys.modules['openvino_telemetry'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout == "['MainThread'] None\n"
+
+
+def test_many_instances_load_at_once_in_one_worker(tmp_path: Path) -> None:
+    # first use of OpenVINO's bindings from several loader threads at once deadlocked (pybind11's numpy glue)
+    repo = tmp_path / "models"
+    for n in range(4):
+        _ir(repo, f"ov_{n}", 'backend: "openvino"\nmax_batch_size: 8\n' + IO + "instance_group [ { count: 3 } ]\n")
+    server = ServerProcess([repo], [], log_path=tmp_path / "server.log")
+    server.start(timeout=60)
+    try:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert all(client.is_model_ready(f"ov_{n}") for n in range(4))
     finally:
         server.stop()

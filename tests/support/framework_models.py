@@ -210,7 +210,9 @@ def offset_onnx(offset: float) -> bytes:
 
 def openvino_ir(onnx_path: Path, xml_path: Path) -> None:
     """Convert an ONNX file to OpenVINO IR (``.xml`` + ``.bin``) with ``openvino.convert_model``."""
-    import openvino as ov
+    from tritium.backends.openvino.libtriton_openvino import import_openvino
+
+    ov = import_openvino()
 
     xml_path.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(ov.convert_model(str(onnx_path)), str(xml_path))
