@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "Duration",
@@ -55,7 +55,7 @@ class LatencySummaries:
     core's event loop.
     """
 
-    KINDS = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+    KINDS: ClassVar[tuple[str, ...]] = ("request", "queue", "compute_input", "compute_infer", "compute_output")
 
     def __init__(self, quantiles: tuple[tuple[float, float], ...]) -> None:
         self.quantile_list = tuple(q for q, _err in quantiles)
