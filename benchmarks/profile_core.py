@@ -5,7 +5,8 @@ Starts an :class:`~tritium.core.server.InferenceServer` in this process on the
 ``add_sub`` python model (``benchmarks/python_backend.py`` writes it), with its
 real worker process, and drives the HTTP endpoint's connection protocol
 directly from in-process clients that keep ``--concurrency`` requests in flight
-(binary tensor requests, as perf_analyzer sends them). No client socket is
+(binary tensor requests, as perf_analyzer sends them, or with ``--format json``
+the same tensors as JSON ``data`` arrays, as curl and most non-Triton clients send them). No client socket is
 involved, so what is measured is the core's own work: parsing, the request
 path, the worker exchange (its system calls included) and the response.
 
@@ -20,7 +21,7 @@ With ``--output`` it writes the ``hot_path`` section of docs/architecture.md.
 
 Usage::
 
-    python benchmarks/profile_core.py [--concurrency 8] [--requests 20000] [--output docs/architecture.md]
+    python benchmarks/profile_core.py [--concurrency 8] [--requests 20000] [--format binary|json] [--output docs/architecture.md]
 """
 
 from __future__ import annotations
@@ -41,24 +42,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, write_section  # noqa: E402
 from benchmarks.python_backend import build  # noqa: E402
 
-_HEADER = json.dumps(
-    {
-        "inputs": [
-            {"name": "INPUT0", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
-            {"name": "INPUT1", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
-        ],
-        "outputs": [
-            {"name": "OUTPUT0", "parameters": {"binary_data": True}},
-            {"name": "OUTPUT1", "parameters": {"binary_data": True}},
-        ],
-    }
-).encode()
-_BODY = _HEADER + struct.pack("<8f", 1, 2, 3, 4, 1, 1, 1, 1)
-REQUEST = (
-    b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\n"
-    + f"Inference-Header-Content-Length: {len(_HEADER)}\r\nContent-Length: {len(_BODY)}\r\n\r\n".encode()
-    + _BODY
-)
+
+def http_request(body_format: str) -> bytes:
+    """One add_sub infer request as an HTTP/1.1 message: ``binary`` tensors or ``json`` ``data`` arrays."""
+    inputs = [{"name": f"INPUT{i}", "shape": [4], "datatype": "FP32"} for i in range(2)]
+    outputs = [{"name": f"OUTPUT{i}"} for i in range(2)]
+    if body_format == "json":
+        inputs[0]["data"], inputs[1]["data"] = [1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0]
+        body = json.dumps({"inputs": inputs, "outputs": outputs}).encode()
+        return (
+            b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+    for tensor in inputs:
+        tensor["parameters"] = {"binary_data_size": 16}
+    for tensor in outputs:
+        tensor["parameters"] = {"binary_data": True}
+    header = json.dumps({"inputs": inputs, "outputs": outputs}).encode()
+    body = header + struct.pack("<8f", 1, 2, 3, 4, 1, 1, 1, 1)
+    return (
+        b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\n"
+        + f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
 
 
 class _Transport:
@@ -101,14 +108,15 @@ class _Transport:
 class _Client:
     """One keep-alive client: sends the next request when the answer to the last one came."""
 
-    def __init__(self, protocol: Any, count: int, done: asyncio.Future[None]) -> None:
-        self.protocol, self.left, self.done = protocol, count, done
+    def __init__(self, protocol: Any, count: int, done: asyncio.Future[None], request: bytes) -> None:
+        self.protocol, self.left, self.done, self.request = protocol, count, done, request
         self.loop = asyncio.get_running_loop()
 
     def send(self) -> None:
-        buffer = self.protocol.get_buffer(len(REQUEST))
-        buffer[: len(REQUEST)] = REQUEST
-        self.protocol.buffer_updated(len(REQUEST))
+        request = self.request
+        buffer = self.protocol.get_buffer(len(request))
+        buffer[: len(request)] = request
+        self.protocol.buffer_updated(len(request))
 
     def answered(self, data: bytes) -> None:
         if not data.startswith(b"HTTP/1.1 200"):
@@ -120,7 +128,7 @@ class _Client:
             self.done.set_result(None)
 
 
-async def _drive(frontend: Any, concurrency: int, total: int) -> None:
+async def _drive(frontend: Any, concurrency: int, total: int, request: bytes) -> None:
     from tritium.frontends.kserve_http.connection import HttpConnection
 
     loop = asyncio.get_running_loop()
@@ -128,7 +136,7 @@ async def _drive(frontend: Any, concurrency: int, total: int) -> None:
     for _ in range(concurrency):
         done: asyncio.Future[None] = loop.create_future()
         protocol = HttpConnection(frontend, frontend.connections)
-        client = _Client(protocol, max(1, total // concurrency), done)
+        client = _Client(protocol, max(1, total // concurrency), done, request)
         protocol.connection_made(_Transport(client))
         client.send()
         waits.append(done)
@@ -159,7 +167,7 @@ def _where(filename: str) -> str:
     return text
 
 
-async def _measure(repo: Path, concurrency: int, requests: int, traced: int) -> dict[str, Any]:
+async def _measure(repo: Path, concurrency: int, requests: int, traced: int, request: bytes) -> dict[str, Any]:
     from tritium.core import InferenceServer, ServerOptions
     from tritium.frontends.kserve_http.app import HTTPFrontend
 
@@ -167,14 +175,14 @@ async def _measure(repo: Path, concurrency: int, requests: int, traced: int) -> 
     await server.start()
     frontend = HTTPFrontend(server, "127.0.0.1", 0, 1 << 30)
     try:
-        await _drive(frontend, concurrency, 2000)  # warm up
+        await _drive(frontend, concurrency, 2000, request)  # warm up
         cpu, wall = time.process_time(), time.perf_counter()
-        await _drive(frontend, concurrency, requests)
+        await _drive(frontend, concurrency, requests, request)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         counts: collections.Counter[Any] = collections.Counter()
         sys.settrace(_counting(counts))
         try:
-            await _drive(frontend, concurrency, traced)
+            await _drive(frontend, concurrency, traced, request)
         finally:
             sys.settrace(None)
     finally:
@@ -200,13 +208,14 @@ async def _measure(repo: Path, concurrency: int, requests: int, traced: int) -> 
     }
 
 
-def render(result: dict[str, Any], concurrency: int) -> str:
+def render(result: dict[str, Any], concurrency: int, body_format: str = "binary") -> str:
     total = result["opcodes"]
     lines = [
         "## Where a request's time goes",
         "",
-        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/profile_core.py --concurrency {concurrency}`: "
-        "the core in one process on the add_sub python model (FP32 [4] + [4], binary tensors, one "
+        f"Measured {datetime.date.today().isoformat()} by `python benchmarks/profile_core.py --concurrency {concurrency}"
+        f"{' --format json' if body_format == 'json' else ''}`: "
+        f"the core in one process on the add_sub python model (FP32 [4] + [4], {body_format} tensors, one "
         f"instance in its worker), {concurrency} in-process HTTP clients keeping requests in flight "
         "(no client sockets: only the core's own work is counted).",
         "",
@@ -229,9 +238,9 @@ def render(result: dict[str, Any], concurrency: int) -> str:
         "Reading: no single place dominates any more. The request is parsed (head by llhttp, JSON header "
         "by msgspec), validated, placed (its inputs already lie in the arena), scheduled, sent to the "
         "worker with other frames in one write, answered, rendered and written; each step is tens to a "
-        "few hundred bytecodes of plain Python. Halving the core's CPU again needs either fewer steps "
-        "per request (a frontend process that parses and renders beside the scheduler: see “Using more than one CPU” below) or "
-        "compiled code for the steps that remain.",
+        "few hundred bytecodes of plain Python. Halving the core's CPU again needs fewer steps per request "
+        "(a frontend process that parses and renders beside the scheduler: see “Using more than one CPU” below) "
+        "or fewer wakeups; compiling these steps as they are written does not (see “Compiling the hot path”).",
     ]
     return "\n".join(lines)
 
@@ -241,6 +250,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--traced", type=int, default=400, help="requests counted bytecode by bytecode")
+    parser.add_argument("--format", choices=("binary", "json"), default="binary", help="how the requests carry tensors")
     parser.add_argument("--output", type=Path, default=None, help="docs/architecture.md to write the section into")
     args = parser.parse_args()
     try:
@@ -253,8 +263,9 @@ def main() -> None:
         repo = Path(tmp) / "models"
         repo.mkdir()
         build(repo)
-        result = run(_measure(repo, args.concurrency, args.requests, args.traced))
-    text = render(result, args.concurrency)
+        request = http_request(args.format)
+        result = run(_measure(repo, args.concurrency, args.requests, args.traced, request))
+    text = render(result, args.concurrency, args.format)
     print(text)
     if args.output is not None:
         write_section(args.output, "hot_path", text)

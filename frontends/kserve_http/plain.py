@@ -1,12 +1,15 @@
 """The inference request most clients send, decoded in one C pass (msgspec), for the request path.
 
 ``tritonclient`` and ``perf_analyzer`` send binary inputs sized by
-``binary_data_size`` and name the outputs they want, with string or boolean
-request parameters at most. :func:`plain_request` decodes exactly that layout
-straight from the JSON header into typed structs (with msgspec, which checks
-the types and ranges as it parses) and builds the core's request from them.
-Anything else (JSON tensor data, shared memory, classification, integer
-parameters, an unknown member, malformed JSON) makes it return None, and
+``binary_data_size``; curl and most other clients send numeric tensors as
+flat JSON ``data`` arrays. Both name the outputs they want, with string or
+boolean request parameters at most. :func:`plain_request` decodes exactly
+that layout straight from the JSON header into typed structs (with msgspec,
+which checks the types and ranges as it parses) and builds the core's request
+from them; JSON ``data`` goes through the same conversion as in the full
+checks. Anything else (nested or non-numeric JSON data, shared memory,
+classification, integer parameters, an unknown member, malformed JSON, a
+value the conversion refuses) makes it return None, and
 :func:`.codec.parse_infer_request`'s full checks decide, with Triton's
 messages. So the fast path accepts only requests the full checks accept the
 same way. Runs on the core's event loop.
@@ -14,11 +17,12 @@ same way. Runs on the core's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
 
-from ...core import InferenceRequest, InferInput, RequestedOutput
+from ...core import InferenceRequest, InferInput, RequestedOutput, TritonError
 
 __all__ = ["plain_request"]
 
@@ -34,7 +38,8 @@ class _Input(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     datatype: str
     shape: list[_Dim]
-    parameters: _BinarySize
+    parameters: _BinarySize | None = None  # binary data after the header ...
+    data: list[int | float] | None = None  # ... or a flat array of JSON numbers
 
 
 class _OutputParameters(msgspec.Struct, forbid_unknown_fields=True):
@@ -58,13 +63,20 @@ _DECODE = msgspec.json.Decoder(_Request).decode
 _CHECKED = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority", "timeout"})
 
 
+#: converts an input's JSON ``data`` (name, datatype, values, element count) to the tensor's
+#: raw bytes, raising TritonError for values the datatype does not take
+JsonTensor = Callable[[str, str, list[Any], int], bytes | memoryview]
+
+
 def plain_request(
-    header: memoryview, body: memoryview, start: int, model_name: str, model_version: str
+    header: memoryview, body: memoryview, start: int, model_name: str, model_version: str, json_tensor: JsonTensor
 ) -> tuple[InferenceRequest, dict[str, bool], bool] | None:
     """The request of a body in the common layout; None when the full checks must decide.
 
     :param header: the JSON header (the first ``start`` bytes of ``body``).
     :param body: the whole body; binary inputs are slices of it after the header.
+    :param json_tensor: the full checks' conversion of JSON ``data`` (a TritonError from it
+        returns None, so that the full checks report it in their order).
     :returns: the request, each listed output's ``binary_data`` flag, and the
         request's ``binary_data_output`` (for the outputs it did not list).
     """
@@ -89,8 +101,21 @@ def plain_request(
     offset, end = start, len(body)
     inputs: list[InferInput] = []
     for item in doc.inputs:
+        values = item.data
+        if item.parameters is None:
+            count = 1
+            for dim in item.shape:
+                count *= dim
+            if values is None or count == 0:
+                return None
+            try:
+                tensor = json_tensor(item.name, item.datatype, values, count)
+            except TritonError:
+                return None
+            inputs.append(InferInput(item.name, item.datatype, item.shape, tensor, {}, None, -1))
+            continue
         size = item.parameters.binary_data_size
-        if size > end - offset:
+        if values is not None or size > end - offset:
             return None
         inputs.append(
             InferInput(

@@ -197,10 +197,12 @@ def test_json_round_trip(server: ServerProcess, datatype: str, data: list[Any], 
     [
         ("FP32", [[1, 2], [3, [4]]], "[1.0,2.0,3.0,4.0]"),  # nesting is flattened, in order
         ("FP32", [float("nan"), float("inf"), -float("inf")], "[NaN,Infinity,-Infinity]"),
+        ("FP32", [1e39, -1e39, 1.5], "[Infinity,-Infinity,1.5]"),  # beyond FP32: infinities, as Triton casts
+        ("FP32", [float("nan"), 1e39], "[NaN,Infinity]"),
         ("UINT8", [256, 257], "[0,1]"),  # out-of-range integers wrap, as Triton's C casts do
         ("INT8", [-129, 128], "[127,-128]"),
     ],
-    ids=["nested", "non-finite", "uint8-wraps", "int8-wraps"],
+    ids=["nested", "non-finite", "fp32-overflow", "nan-then-overflow", "uint8-wraps", "int8-wraps"],
 )
 def test_json_data_details(server: ServerProcess, datatype: str, data: list[Any], rendered: str) -> None:
     count = rendered.count(",") + 1
