@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""HTTP JSON requests, as curl and most non-Triton clients send them: tritium against Triton 2.51, one run.
+
+perf_analyzer sends binary tensors only, so this script is its own client:
+``--concurrency`` threads, each with one keep-alive ``http.client`` connection,
+POST the ``add_sub`` python model (``benchmarks/python_backend.py`` writes it)
+an FP32 [4] + [4] request with JSON ``data`` and read the JSON answer, checked
+value by value. Both servers are up for the whole run and take turns, run by run,
+for ``--repeat`` rounds; each row is the median round.
+
+Per run: throughput (requests/s), p50 latency (µs, as the client sees it) and
+the CPU each server spent per request: its own process, and its model
+processes (tritium's workers and template; Triton's python stubs), from
+/proc. The client's Python limits throughput alike for both servers, so the
+CPU per request is the fairest figure of the server's cost; the throughput
+ratio understates the gap.
+
+Usage::
+
+    python benchmarks/json_requests.py [--install-triton] [--triton-venv DIR] [--repeat 3] [--requests 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.python_backend import build  # noqa: E402
+from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
+from tests.support.server import ServerProcess, free_port  # noqa: E402
+from tritium.perf import descendants_of, process_cpu_s  # noqa: E402
+
+_A, _B = [1.0, 2.5, -3.0, 0.125], [0.5, 0.5, 2.0, -1.0]
+BODY = json.dumps(
+    {
+        "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": _A},
+            {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": _B},
+        ]
+    }
+).encode()
+EXPECTED = {"OUTPUT0": [a + b for a, b in zip(_A, _B)], "OUTPUT1": [a - b for a, b in zip(_A, _B)]}
+
+
+@dataclass
+class Run:
+    """One server's run: requests/s, p50 latency in µs, and CPU µs per request of the server and its children."""
+
+    server: str
+    concurrency: int
+    throughput: float
+    p50_us: float
+    server_cpu_us: float
+    model_cpu_us: float
+
+
+def _check(body: bytes) -> None:
+    outputs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+    if outputs != EXPECTED:
+        raise SystemExit(f"wrong answer: {outputs} (expected {EXPECTED})")
+
+
+def _client(url: str, count: int, latencies: list[float], failures: list[str]) -> None:
+    host, port = url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    headers = {"Content-Type": "application/json"}
+    try:
+        for i in range(count):
+            start = time.perf_counter()
+            connection.request("POST", "/v2/models/add_sub/infer", BODY, headers)
+            response = connection.getresponse()
+            body = response.read()
+            latencies.append(time.perf_counter() - start)
+            if response.status != 200:
+                failures.append(f"HTTP {response.status}: {body[:200]!r}")
+                return
+            if i == 0:
+                _check(body)
+    finally:
+        connection.close()
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    return process_cpu_s(pid), sum(process_cpu_s(child) for child in descendants_of(pid))
+
+
+def measure(server: str, pid: int, url: str, concurrency: int, requests: int) -> Run:
+    """Send ``requests`` JSON requests over ``concurrency`` connections; account the server's CPU."""
+    _client(url, 200, [], [])  # warm up
+    per_client = max(1, requests // concurrency)
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    failures: list[str] = []
+    threads = [
+        threading.Thread(target=_client, args=(url, per_client, latencies[i], failures)) for i in range(concurrency)
+    ]
+    own, children = _cpu(pid)
+    wall = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - wall
+    own_after, children_after = _cpu(pid)
+    if failures:
+        raise SystemExit(f"{server}: {failures[0]}")
+    total = per_client * concurrency
+    every = sorted(x for client in latencies for x in client)
+    return Run(
+        server,
+        concurrency,
+        total / wall,
+        every[len(every) // 2] * 1e6,
+        (own_after - own) / total * 1e6,
+        (children_after - children) / total * 1e6,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of every run; each row is the median round")
+    parser.add_argument("--requests", type=int, default=3000, help="requests per run")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    args = parser.parse_args()
+    prepare(args)
+    runs: dict[tuple[str, int], list[Run]] = {}
+    with tempfile.TemporaryDirectory(prefix="tritium-jsonbench-") as tmp:
+        work = Path(tmp)
+        repo = work / "models"
+        build(repo)
+        server = ServerProcess([repo], log_path=work / "tritium.log").start()
+        try:
+            triton = TritonServer(
+                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
+            ).start()
+            try:
+                assert server.proc is not None and triton.proc is not None
+                targets = [("tritium", server.proc.pid, server.http_url), ("triton", triton.proc.pid, triton.http_url)]
+                for _ in range(args.repeat):
+                    for concurrency in args.concurrency:
+                        for name, pid, url in targets:
+                            run = measure(name, pid, url, concurrency, args.requests)
+                            print(run, flush=True)
+                            runs.setdefault((name, concurrency), []).append(run)
+            finally:
+                triton.stop()
+        finally:
+            server.stop()
+    print("\n| concurrency | tritium / Triton throughput | p50 | server CPU per request | model processes' CPU |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for concurrency in args.concurrency:
+        ours = sorted(runs["tritium", concurrency], key=lambda r: r.throughput)[args.repeat // 2]
+        theirs = sorted(runs["triton", concurrency], key=lambda r: r.throughput)[args.repeat // 2]
+        print(
+            f"| {concurrency} | {ours.throughput / theirs.throughput:.2f}× ({ours.throughput:,.0f} / "
+            f"{theirs.throughput:,.0f}) | {ours.p50_us / theirs.p50_us:.2f}× ({ours.p50_us:.0f} / "
+            f"{theirs.p50_us:.0f} µs) | {ours.server_cpu_us / theirs.server_cpu_us:.2f}× "
+            f"({ours.server_cpu_us:.0f} / {theirs.server_cpu_us:.0f} µs) | "
+            f"{ours.model_cpu_us:.0f} / {theirs.model_cpu_us:.0f} µs |"
+        )
+    spread = {k: statistics.pstdev(r.throughput for r in v) for k, v in runs.items()}
+    print("throughput spread across rounds (requests/s):", {f"{k[0]} c{k[1]}": round(v) for k, v in spread.items()})
+
+
+if __name__ == "__main__":
+    main()
