@@ -27,16 +27,14 @@ import http.client
 import json
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.python_backend import build  # noqa: E402
-from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
-from tests.support.server import ServerProcess, free_port  # noqa: E402
+from benchmarks.python_backend import side_by_side  # noqa: E402
+from benchmarks.triton import add_arguments, prepare  # noqa: E402
 from tritium.perf import descendants_of, process_cpu_s  # noqa: E402
 
 _A, _B = [1.0, 2.5, -3.0, 0.125], [0.5, 0.5, 2.0, -1.0]
@@ -133,28 +131,13 @@ def main() -> None:
     args = parser.parse_args()
     prepare(args)
     runs: dict[tuple[str, int], list[Run]] = {}
-    with tempfile.TemporaryDirectory(prefix="tritium-jsonbench-") as tmp:
-        work = Path(tmp)
-        repo = work / "models"
-        build(repo)
-        server = ServerProcess([repo], log_path=work / "tritium.log").start()
-        try:
-            triton = TritonServer(
-                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
-            ).start()
-            try:
-                assert server.proc is not None and triton.proc is not None
-                targets = [("tritium", server.proc.pid, server.http_url), ("triton", triton.proc.pid, triton.http_url)]
-                for _ in range(args.repeat):
-                    for concurrency in args.concurrency:
-                        for name, pid, url in targets:
-                            run = measure(name, pid, url, concurrency, args.requests)
-                            print(run, flush=True)
-                            runs.setdefault((name, concurrency), []).append(run)
-            finally:
-                triton.stop()
-        finally:
-            server.stop()
+    with side_by_side(args.triton_venv, "tritium-jsonbench-") as servers:
+        for _ in range(args.repeat):
+            for concurrency in args.concurrency:
+                for name, pid, url, _grpc in servers:
+                    run = measure(name, pid, url, concurrency, args.requests)
+                    print(run, flush=True)
+                    runs.setdefault((name, concurrency), []).append(run)
     print("\n| concurrency | tritium / Triton throughput | p50 | server CPU per request | model processes' CPU |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     for concurrency in args.concurrency:

@@ -17,11 +17,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -156,6 +158,33 @@ def render(rows: list[Row], repeat: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def side_by_side(triton_venv: Path, prefix: str) -> Iterator[list[tuple[str, int, str, str]]]:
+    """tritium and Triton 2.51 up at once on the models :func:`build` writes, both stopped on exit.
+
+    :param triton_venv: the virtual environment holding nvidia-pytriton.
+    :param prefix: the temporary folder's name prefix (it holds the models and both logs).
+    :returns: (name, pid, HTTP address, gRPC address) of each server, tritium first.
+    """
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        repo = work / "models"
+        build(repo)
+        server = ServerProcess([repo], log_path=work / "tritium.log").start()
+        try:
+            triton = TritonServer(triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log").start()
+            try:
+                assert server.proc is not None and triton.proc is not None
+                yield [
+                    ("tritium", server.proc.pid, server.http_url, server.grpc_url),
+                    ("triton", triton.proc.pid, triton.http_url, triton.grpc_url),
+                ]
+            finally:
+                triton.stop()
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
@@ -163,29 +192,8 @@ def main() -> None:
     args = parser.parse_args()
     prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
-    with tempfile.TemporaryDirectory(prefix="tritium-pybench-") as tmp:
-        work = Path(tmp)
-        repo = work / "models"
-        build(repo)
-        server = ServerProcess([repo], log_path=work / "tritium.log").start()
-        try:
-            triton = TritonServer(
-                args.triton_venv, repo, free_port(), free_port(), free_port(), work / "triton.log"
-            ).start()
-            try:
-                assert server.proc is not None and triton.proc is not None
-                rows = measure(
-                    [
-                        ("tritium", server.proc.pid, server.http_url, server.grpc_url),
-                        ("triton", triton.proc.pid, triton.http_url, triton.grpc_url),
-                    ],
-                    tag,
-                    args.repeat,
-                )
-            finally:
-                triton.stop()
-        finally:
-            server.stop()
+    with side_by_side(args.triton_venv, "tritium-pybench-") as servers:
+        rows = measure(servers, tag, args.repeat)
     text = render(rows, args.repeat)
     write_section(args.output, "python_backend", text)
     print(text)
