@@ -62,6 +62,16 @@ log = logging.getLogger("tritium.repository")
 __all__ = ["ModelEntry", "ModelRepositoryManager", "VersionStatus"]
 
 
+def _record_refusal(entry: ModelEntry, source: ModelSource, mark: Any, reason: str, first: bool) -> None:
+    """Record a load refused before any version loaded (a config that does not read or check, no
+    version to load): poll mode retries only after the model folder changes again (``mark``, its
+    fingerprint), and a model that was not serving shows ``reason`` with no versions. A serving
+    model keeps serving its loaded versions, as in Triton."""
+    entry.fingerprint = mark
+    if first:
+        entry.source, entry.reason, entry.versions = source, reason, {}
+
+
 class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
     """Loads, reloads and unloads the models of the repositories; answers which model serves a request.
 
@@ -376,9 +386,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             try:
                 config = await asyncio.to_thread(self._read_config, source, override)
             except TritonError as exc:
-                entry.fingerprint = mark  # poll mode retries only after the next change
-                if first:
-                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                _record_refusal(entry, source, mark, exc.message, first)
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
                 if isinstance(exc, OverrideTooDeep):
                     raise TritonError(Code.INVALID_ARG, f"failed to load '{name}': {exc.message}") from None
@@ -390,9 +398,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             try:
                 check_config_paths(config, source.path)
             except TritonError as exc:
-                entry.fingerprint = mark
-                if first:
-                    entry.source, entry.reason, entry.versions = source, exc.message, {}
+                _record_refusal(entry, source, mark, exc.message, first)
                 log.error("failed to load '%s': %s", name, exc.message)
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}") from None
             ensemble = None
@@ -406,9 +412,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             versions = versions_to_load(source, config)
             if not versions:
                 reason = f"at least one version must be available under the version policy of model '{name}'"
-                entry.fingerprint = mark
-                if first:
-                    entry.source, entry.reason, entry.versions = source, reason, {}
+                _record_refusal(entry, source, mark, reason, first)
                 log.error("failed to load '%s': %s", name, reason)
                 raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {reason}\n")
             fresh = {v: VersionStatus.loading(v) for v in versions}
