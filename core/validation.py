@@ -8,15 +8,13 @@ list (``missing required input(s) ]``), tritium prints ``[]``.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from .errors import Code, TritonError
 from .request import InferenceRequest, InferInput
+from .tensor import TRUNCATED_ELEMENT, TRUNCATED_PREFIX, scan_bytes_elements
 from .types import DataType, by_config_name, by_name, element_count
 
 __all__ = [
@@ -266,59 +264,6 @@ def check_input_bytes(sig: ModelSignature, request: InferenceRequest, inp: Infer
         )
 
 
-_LEN = struct.Struct("<I")
-
-
-#: BYTES inputs of more than this many bytes / 4 try the vectorised count first
-_UNIFORM_FROM = 4096
-
-
-def _uniform_count(view: memoryview) -> int | None:
-    """The number of elements of ``view`` when they all have the first one's length (numpy, no loop); else None."""
-    end = len(view)
-    (size,) = _LEN.unpack_from(view, 0)
-    stride = 4 + size
-    if end % stride:
-        return None
-    count = end // stride
-    lengths: np.ndarray = np.ndarray((count,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
-    return count if bool((lengths == size).all()) else None
-
-
-#: statuses of a count (as :mod:`._bytes_elements` returns them): the buffer ends inside a length
-#: prefix, or inside the element a prefix announces
-_TRUNCATED_PREFIX, _TRUNCATED_ELEMENT = 1, 2
-
-
-def _count_in_python(buffer: memoryview | bytes | bytearray) -> tuple[int, int, int, int]:
-    """``(count, status, available, size)`` of ``buffer`` as :func:`._bytes_elements.count` gives them.
-
-    The fallback where the C scan was not built: elements of one length are
-    counted by numpy in one pass, others one at a time (about 0.3 µs each).
-    """
-    view = memoryview(buffer)
-    end = len(view)
-    count = _uniform_count(view) if end > 4 * _UNIFORM_FROM else None
-    pos = end if count is not None else 0  # every element has the same length: counted in one vectorised pass
-    count = count or 0
-    while pos < end:
-        if end - pos < 4:
-            return count, _TRUNCATED_PREFIX, end - pos, 0
-        (size,) = _LEN.unpack_from(view, pos)
-        pos += 4
-        if size > end - pos:
-            return count, _TRUNCATED_ELEMENT, end - pos, size
-        pos += size
-        count += 1
-    return count, 0, 0, 0
-
-
-try:
-    from ._bytes_elements import count as _count
-except ImportError:  # setup.py found no C compiler
-    _count = _count_in_python
-
-
 def check_bytes_elements(
     sig: ModelSignature, request: InferenceRequest, inp: InferInput, buffer: memoryview | bytes | bytearray
 ) -> None:
@@ -326,24 +271,24 @@ def check_bytes_elements(
 
     ``buffer`` is the input's serialized form: each element a 4-byte
     little-endian length and that many bytes (the binary tensor data
-    extension's BYTES layout). The elements are counted in C
-    (:mod:`._bytes_elements`, a few nanoseconds per element, built by
-    setup.py), or, where that was not built, in Python.
+    extension's BYTES layout). The elements are counted by the codec's scan
+    (:func:`.tensor.scan_bytes_elements`: in C, a few nanoseconds per element,
+    where setup.py built it), without a copy.
 
     :raises TritonError: INVALID_ARG with Triton's messages for a truncated
         length prefix, an element running past the end, or too few/many elements.
     """
     expected = element_count(inp.shape)
     prefix = request_prefix(request.id)
-    count, status, available, size = _count(buffer)
-    if status == _TRUNCATED_PREFIX:
+    count, status, available, size = scan_bytes_elements(buffer)
+    if status == TRUNCATED_PREFIX:
         raise TritonError(
             Code.INVALID_ARG,
             f"{prefix}incomplete string length indicator for inference input '{inp.name}' for model "
             f"'{sig.name}', expecting 4 bytes but only {available} bytes available. Please make sure "
             "the string length indicator is in one buffer.",
         )
-    if status == _TRUNCATED_ELEMENT:
+    if status == TRUNCATED_ELEMENT:
         raise TritonError(
             Code.INVALID_ARG,
             f"incomplete string data for inference input '{inp.name}', expecting string of length "

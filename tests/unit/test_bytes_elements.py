@@ -22,7 +22,7 @@ def serialize(elements: list[bytes]) -> bytes:
 
 def test_the_server_uses_the_c_scan() -> None:
     # (scripts/test.sh fails where a C compiler exists and the scan did not build)
-    assert validation._count is native.count
+    assert tensor.scan_bytes_elements is native.count
 
 
 @settings(max_examples=300, deadline=None)
@@ -32,7 +32,7 @@ def test_the_server_uses_the_c_scan() -> None:
 )
 def test_c_and_python_counts_agree(elements: list[bytes], tail: bytes) -> None:
     buffer = serialize(elements) + tail
-    assert native.count(buffer) == validation._count_in_python(buffer)
+    assert native.count(buffer) == tensor._scan_in_python(buffer)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_c_and_python_counts_agree(elements: list[bytes], tail: bytes) -> None:
 def test_counts_of_known_buffers(buffer: bytes, expected: tuple[int, int, int, int]) -> None:
     assert native.count(buffer) == expected
     assert native.count(memoryview(bytearray(buffer))) == expected
-    assert validation._count_in_python(buffer) == expected
+    assert tensor._scan_in_python(buffer) == expected
 
 
 def test_a_large_buffer_of_varied_lengths_is_counted_exactly() -> None:
