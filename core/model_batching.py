@@ -17,6 +17,7 @@ from .input_staging import InputStaging
 from .memory.pool import SharedBlock, TensorPool
 from .request import InferenceRequest, InferInput
 from .scheduler.base import Payload
+from .tensor import join_bytes_elements
 
 __all__ = ["BatcherServices"]
 
@@ -106,7 +107,10 @@ class BatcherServices:
         for name, datatype, shape, _seg, _off, nbytes in template.wire["inputs"]:
             if name in names:
                 count = int(np.prod(shape)) if shape else 1
-                data = b"\0\0\0\0" * count if datatype == "BYTES" else bytes(int(nbytes))  # zeros / empty strings
+                if datatype == "BYTES":
+                    data = join_bytes_elements([b""] * count)  # empty strings
+                else:
+                    data = bytes(int(nbytes))  # zeros
                 inputs.append(InferInput(name, datatype, list(shape), data))
         payload = self._staging.stage(InferenceRequest(self.name, str(self.version), "", inputs), False)
         pending = payload.context

@@ -21,7 +21,6 @@ text itself (number layout, escapes, parse errors) is :mod:`._rapidjson`'s.
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -42,6 +41,7 @@ from ...core import (
     by_name,
     clip,
     deserialize_bytes,
+    join_bytes_elements,
     serialize_bytes,
 )
 from ._rapidjson import dumps, encode, fix_floats, loads, strings_json, to_bytes
@@ -70,8 +70,6 @@ _NOT_NUMBER = "attempt to access JSON non-number as double"
 _NOT_ARRAY = "attempt to access JSON non-array as array"
 _MISSING = "attempt to access non-existing object member "
 _SHAPE_MISMATCH = "Unable to parse 'data': Shape does not match true shape of 'data' field"
-
-_LEN = struct.Struct("<I")
 
 #: resolves ``(region name, offset, byte size or None)`` to a registered window
 #: (:meth:`~tritium.core.memory.shm_region.SharedMemoryManager.resolve`)
@@ -503,7 +501,7 @@ def raw_infer_request(
     if dtype.is_bytes:
         if dynamic != -1 or count != 1:
             raise _invalid(f"{prefix}For BYTE datatype raw input '{spec['name']}', the model must have input shape [1]")
-        data = _LEN.pack(len(body)) + bytes(body)
+        data = join_bytes_elements([bytes(body)])  # the body is the one element
     else:
         if dynamic != -1:
             shape[dynamic] = len(body) // (count * dtype.itemsize) if count else 0
