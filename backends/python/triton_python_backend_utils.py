@@ -33,6 +33,9 @@ from c_python_backend_utils import (  # noqa: F401  (re-exported for model code)
     unload_model,
 )
 
+from tritium.core.errors import TritonError as _CodecError
+from tritium.core.tensor import TRUNCATED_PREFIX, deserialize_bytes, join_bytes_elements, scan_bytes_elements
+
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,
     "TYPE_UINT8": np.uint8,
@@ -55,42 +58,41 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
-_LENGTH = struct.Struct("<I")
-
 
 def serialize_byte_tensor(input_tensor: np.ndarray) -> Any:
     """Length-prefixed serialization of a BYTES tensor (object or ``np.bytes_`` array), row-major.
 
-    Returns ``()`` for an empty tensor and None for other dtypes, as Triton's does.
+    Returns ``()`` for an empty tensor and None for other dtypes, as Triton's does; object
+    elements other than ``bytes`` are written as ``str(element)`` UTF-8 encoded.
     """
     if input_tensor.size == 0:
         return ()
-    if input_tensor.dtype == np.object_ or input_tensor.dtype.type == np.bytes_:
-        parts = []
-        for item in input_tensor.reshape(-1) if input_tensor.flags.c_contiguous else input_tensor.flatten(order="C"):
-            if input_tensor.dtype == np.object_:
-                data = item if type(item) is bytes else str(item).encode("utf-8")
-            else:
-                data = bytes(item)
-            parts.append(_LENGTH.pack(len(data)))
-            parts.append(data)
-        return b"".join(parts)
-    return None
+    if input_tensor.dtype == np.object_:
+        items = [item if type(item) is bytes else str(item).encode("utf-8") for item in input_tensor.flat]
+    elif input_tensor.dtype.type == np.bytes_:
+        items = [bytes(item) for item in input_tensor.flat]
+    else:
+        return None
+    return join_bytes_elements(items)
 
 
 def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray:
-    """Parse length-prefixed elements into a 1-D object array of ``bytes``."""
-    items = []
-    offset = 0
-    buffer = encoded_tensor
-    while offset < len(buffer):
-        (length,) = _LENGTH.unpack_from(buffer, offset)
-        offset += 4
-        items.append(bytes(buffer[offset : offset + length]))
-        offset += length
-    out = np.empty(len(items), dtype=np.object_)
-    out[:] = items
-    return out
+    """Parse length-prefixed elements into a 1-D object array of ``bytes``.
+
+    :raises struct.error: for a length prefix or an element cut short by the
+        end of the buffer, with the message Triton's ``struct.unpack_from`` gives.
+    """
+    try:
+        return deserialize_bytes(encoded_tensor)
+    except _CodecError:
+        pass
+    _count, status, available, size = scan_bytes_elements(encoded_tensor)
+    end = memoryview(encoded_tensor).nbytes
+    offset, wanted = end - available, (4 if status == TRUNCATED_PREFIX else size)
+    raise struct.error(
+        f"unpack_from requires a buffer of at least {offset + wanted} bytes for unpacking {wanted} bytes "
+        f"at offset {offset} (actual buffer size is {end})"
+    )
 
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
