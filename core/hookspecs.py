@@ -16,27 +16,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .options import ServerOptions
+    from .server_api import ServerAPI
 
 PROJECT = "tritium"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-__all__ = ["hookspec", "hookimpl", "Frontend", "FrontendSpec", "ServerHandle"]
-
-
-class ServerHandle(Protocol):
-    """What a frontend plugin's hook is handed: the :class:`~tritium.core.server.InferenceServer`.
-
-    Declared here, below the server, so that this module does not import the
-    server (which imports it); the frontends themselves use the server's full API.
-    """
-
-    options: ServerOptions
+__all__ = ["hookspec", "hookimpl", "Frontend", "FrontendSpec"]
 
 
 class Frontend(Protocol):
-    """An endpoint: translates a wire protocol into calls on :class:`InferenceServer`.
+    """An endpoint: translates a wire protocol into calls on the server API (:class:`~.server_api.ServerAPI`).
 
     ``start`` binds and begins serving; ``stop`` stops accepting, lets
     in-flight calls finish for up to ``grace`` seconds, then closes.
@@ -57,11 +47,11 @@ class FrontendSpec:
     """The hooks a frontend plugin implements."""
 
     @hookspec
-    def tritium_frontend(self, name: str, server: ServerHandle, settings: Mapping[str, Any]) -> Frontend | None:
+    def tritium_frontend(self, name: str, server: ServerAPI, settings: Mapping[str, Any]) -> Frontend | None:
         """Create the frontend called ``name`` if this plugin provides it, else return None.
 
         :param name: the frontend's name in ``plugins.toml`` (``"http"``).
-        :param server: the server to serve (its options hold the flags:
-            ``server.options.http_port``, ...).
+        :param server: the server to serve, through the typed server API
+            (:class:`tritium.core.api.ServerAPI`; its options hold the flags: ``server.options.http_port``, ...).
         :param settings: the ``[frontends.<name>]`` table of ``plugins.toml``.
         """

@@ -29,9 +29,9 @@ from .custom_metrics import collect as collect_custom_metrics
 from .errors import Code, TritonError
 from .hookspecs import Frontend
 from .logging import log_manager
-from .memory.cuda import CudaSharedMemoryManager
+from .memory.cuda import CudaRef, CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
-from .memory.regions import RegionKind
+from .memory.regions import RegionKind, ShmRef
 from .memory.shm_region import SharedMemoryManager
 from .model_repository.manager import ModelRepositoryManager
 from .network import BodyBudget
@@ -51,6 +51,8 @@ from .stats import (
 )
 from .tensor_metadata import tensor_metadata
 from .tracing import Tracer
+from .tracing.requests import begin_trace, traced_done
+from .tracing.trace import Trace
 
 log = logging.getLogger("tritium.server")
 
@@ -279,6 +281,10 @@ class InferenceServer:
         """``POST /v2/repository/models/<name>/unload`` (see :meth:`ModelRepositoryManager.unload`)."""
         await self.repository.unload(name, unload_dependents)
 
+    def load_failures(self) -> list[str]:
+        """The models that failed to load, as ``'name': reason`` lines (empty when all loaded)."""
+        return self.repository.failures
+
     # -- inference ------------------------------------------------------------------------
     def request_buffer(self, nbytes: int) -> SharedBlock:
         """A block of ``nbytes`` in the core's shared-memory arena to receive a request's bytes into.
@@ -399,6 +405,44 @@ class InferenceServer:
         supervisor = self.repository.instance_options.workers
         return collect_custom_metrics(worker.metrics for worker in (supervisor.workers if supervisor else ()))
 
+    # -- Triton's trace and logging extensions -------------------------------------------------
+    @property
+    def tracing(self) -> bool:
+        """Whether the trace extension may sample requests now (see :attr:`Tracer.enabled`)."""
+        return self.tracer.enabled
+
+    def begin_trace(
+        self, request: InferenceRequest, protocol: str, recv_start_ns: int, parent: str | None = None
+    ) -> Trace | None:
+        """Sample ``request`` and stamp its receive times (see :func:`~.tracing.requests.begin_trace`)."""
+        return begin_trace(self.tracer, request, protocol, recv_start_ns, parent)
+
+    def traced(self, trace: Trace, done: Done) -> Done:
+        """``done`` recording the response's times in ``trace`` (see :func:`~.tracing.requests.traced_done`)."""
+        return traced_done(self.tracer, trace, done)
+
+    def trace_settings(self, model: str = "") -> dict[str, Any]:
+        """The (model's) trace settings, as Triton's trace extension answers them."""
+        return self.tracer.settings(model)
+
+    def update_trace_settings(self, model: str, changes: Any) -> dict[str, Any]:
+        """Change the (model's) trace settings; answers the new ones (see :meth:`Tracer.update`).
+
+        :raises TritonError: INVALID_ARG for an unknown setting or a bad value.
+        """
+        return self.tracer.update(model, changes)
+
+    def log_settings(self) -> dict[str, Any]:
+        """The log settings, as Triton's logging extension answers them."""
+        return self.logging.settings()
+
+    def update_log_settings(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change the log settings; answers the new ones (see :meth:`LogManager.update`).
+
+        :raises TritonError: INVALID_ARG for an unknown setting or a bad value.
+        """
+        return self.logging.update(changes)
+
     # -- Triton's shared-memory extensions, by region kind ("system" or "cuda") ----------------
     def _regions(self, kind: RegionKind) -> SharedMemoryManager | CudaSharedMemoryManager:
         return self.cuda_shared_memory if kind == "cuda" else self.shared_memory
@@ -428,3 +472,10 @@ class InferenceServer:
     def unregister_shared_memory(self, kind: RegionKind, name: str = "") -> None:
         """Unregister the region of ``kind`` called ``name`` (every region of ``kind`` when empty)."""
         self._regions(kind).unregister(name)
+
+    def resolve_shared_memory(self, name: str, offset: int, byte_size: int | None) -> ShmRef | CudaRef:
+        """The place of a tensor given as ``(region, offset, byte_size)`` in a registered region.
+
+        :raises TritonError: NOT_FOUND for an unknown region, INVALID_ARG for a window outside it.
+        """
+        return self.shared_memory.resolve(name, offset, byte_size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grpc
 
-from ..core import Code, TritonError
+from ..core.api import Code, TritonError
 
 __all__ = ["http_status", "grpc_status", "grpc_status_of", "DETAILS_CHARS"]
 

@@ -593,6 +593,16 @@ async def _serve(options: Any) -> int:
     return 0
 
 
+def install_logging(args: Any) -> None:
+    """Set up tritium's log as ``tritium-server`` does, from the parsed ``--log-*`` flags (:func:`parse_args`).
+
+    :raises TritonError: INVALID_ARG for a log file that cannot be opened.
+    """
+    from .core.logging import LogManager
+
+    LogManager.from_args(args).install()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``tritium-server`` and ``python -m tritium``."""
     # Workers are started (fork + exec) while the gRPC endpoint serves (live reload, restarts).
@@ -600,11 +610,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     # next_worker->state == KICKED"); the child execs at once and needs none of gRPC's state.
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     from .core.errors import TritonError
-    from .core.logging import LogManager
 
     options, args = parse_args(argv)
     try:
-        LogManager.from_args(args).install()
+        install_logging(args)
     except TritonError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         sys.exit(1)

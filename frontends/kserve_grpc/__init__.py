@@ -31,11 +31,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError, hookimpl
+from ...core.api import Code, TritonError, hookimpl
 from .servicer import HealthServicer, InferenceServicer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 log = logging.getLogger("tritium.grpc")
 
@@ -61,7 +61,7 @@ def load_native_transport() -> tuple[Any, str]:
 class GRPCFrontend:
     """The gRPC server.
 
-    :param server: the :class:`~tritium.core.server.InferenceServer` to serve.
+    :param server: the :class:`~tritium.core.api.ServerAPI` to serve.
     :param address: address to bind (``0.0.0.0``).
     :param port: port to bind.
     :param max_request_bytes: the largest request message accepted.
@@ -77,7 +77,7 @@ class GRPCFrontend:
 
     def __init__(
         self,
-        server: InferenceServer,
+        server: ServerAPI,
         address: str,
         port: int,
         max_request_bytes: int = _MAX_MESSAGE,
@@ -151,7 +151,7 @@ class GRPCFrontend:
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> GRPCFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> GRPCFrontend | None:
     """Create the gRPC frontend (plugin hook)."""
     if name != "grpc":
         return None

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc, health_pb2_grpc
 from .restricted import RestrictedInterceptor

@@ -26,7 +26,7 @@ import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ...core import (
+from ...core.api import (
     Code,
     CudaRef,
     InferenceRequest,

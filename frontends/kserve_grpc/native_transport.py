@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from ...core import Code, TritonError, clip
+from ...core.api import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import health_pb2
 from ..base import DETAILS_CHARS, grpc_status_of

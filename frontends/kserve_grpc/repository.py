@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError, clip
+from ...core.api import Code, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ..base import DETAILS_CHARS, grpc_status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 __all__ = ["RepositoryServicerMixin", "load_parameters", "unload_dependents"]
 
@@ -75,9 +75,9 @@ def unload_dependents(request: pb.RepositoryModelUnloadRequest) -> bool:
 
 
 class RepositoryServicerMixin:
-    """The repository RPCs over ``self.server`` (an :class:`~tritium.core.server.InferenceServer`)."""
+    """The repository RPCs over ``self.server`` (an :class:`~tritium.core.api.ServerAPI`)."""
 
-    server: InferenceServer
+    server: ServerAPI
 
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any) -> pb.RepositoryIndexResponse:
         response = pb.RepositoryIndexResponse()

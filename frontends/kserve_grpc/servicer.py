@@ -1,7 +1,7 @@
 """The async servicers: ``inference.GRPCInferenceService`` and ``grpc.health.v1.Health``.
 
 Thin: each RPC translates its message with :mod:`.codec`, calls the
-core's in-process API (:class:`~tritium.core.server.InferenceServer`) and
+core's in-process API (:class:`~tritium.core.api.ServerAPI`) and
 answers; a :class:`~tritium.core.errors.TritonError` becomes the gRPC status
 Triton answers it with (:func:`tritium.frontends.base.grpc_status_of`) and its
 message the status details. Every method runs in the core process, on the
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from google.protobuf import json_format
 
-from ...core import Code, InferenceRequest, InferenceResponse, TritonError, begin_trace, clip, traced_done
+from ...core.api import Code, InferenceRequest, InferenceResponse, TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
@@ -42,7 +42,7 @@ from .shared_memory import SharedMemoryRpcs
 from .trace_logging import TraceLoggingRpcs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import Cancellable, InferenceServer
+    from ...core.api import Cancellable, ServerAPI
 
 log = logging.getLogger("tritium.grpc")
 
@@ -103,12 +103,12 @@ def _pass_turn(previous: asyncio.Future[None], mine: asyncio.Future[None]) -> No
 class InferenceServicer(
     RepositoryServicerMixin, SharedMemoryRpcs, TraceLoggingRpcs, pb_grpc.GRPCInferenceServiceServicer
 ):
-    """``inference.GRPCInferenceService`` over one :class:`InferenceServer`.
+    """``inference.GRPCInferenceService`` over one :class:`ServerAPI`.
 
     :param server: the server whose API the RPCs call.
     """
 
-    def __init__(self, server: InferenceServer) -> None:
+    def __init__(self, server: ServerAPI) -> None:
         self.server = server
         #: the server's budget for bytes of requests held (``--max-inflight-request-bytes``, shared with HTTP)
         self.budget = server.body_budget
@@ -214,16 +214,15 @@ class InferenceServicer(
                 if held:
                     budget.release(held.pop())
 
-        tracer = server.tracer
-        recv_ns = time.perf_counter_ns() if tracer.enabled else 0
+        recv_ns = time.perf_counter_ns() if server.tracing else 0
         try:
             request, raws = parse_infer_request(data, server.options.network.max_json_request_bytes)
-            core_request = to_infer_request(request, server.model, raws, server.shared_memory.resolve)
+            core_request = to_infer_request(request, server.model, raws, server.resolve_shared_memory)
             answer: Any = lambda response, error: _answer_infer(release_then, response, error)  # noqa: E731
             if recv_ns:  # the trace extension is on: sample this request
-                trace = begin_trace(tracer, core_request, "GRPC", recv_ns)
+                trace = server.begin_trace(core_request, "GRPC", recv_ns)
                 if trace is not None:
-                    answer = traced_done(tracer, trace, answer)
+                    answer = server.traced(trace, answer)
             return server.submit(core_request, answer)
         except TritonError as exc:
             release_then(None, exc)
@@ -296,12 +295,12 @@ class InferenceServicer(
             return
         try:
             try:
-                core_request = to_infer_request(request, server.model, None, server.shared_memory.resolve)
+                core_request = to_infer_request(request, server.model, None, server.resolve_shared_memory)
                 model = server.model(core_request.model_name, core_request.model_version)
             except TritonError as exc:
                 messages = [stream_error(exc.message, request_id)]
             else:
-                if getattr(model, "decoupled", False):
+                if model.decoupled:
                     _pass_turn(previous, mine)  # responses go out as they come
                     async for message in self._stream_responses(core_request, True):
                         out.put_nowait(message)
@@ -334,7 +333,7 @@ class InferenceServicer(
 class HealthServicer(health_pb2_grpc.HealthServicer):
     """``grpc.health.v1.Health/Check``: SERVING while the server is ready, as Triton answers it."""
 
-    def __init__(self, server: InferenceServer) -> None:
+    def __init__(self, server: ServerAPI) -> None:
         self.server = server
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core import TritonError, clip
+from ...core.api import TritonError, clip
 from ...proto import grpc_service_pb2 as pb
 from ..base import DETAILS_CHARS, grpc_status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 __all__ = ["SharedMemoryRpcs"]
 
@@ -29,10 +29,10 @@ def _fail(context: Any, exc: TritonError, empty: Any) -> Any:
 class SharedMemoryRpcs:
     """The six shared-memory RPCs of ``inference.GRPCInferenceService`` (mixed into the servicer).
 
-    Expects ``self.server``: the :class:`~tritium.core.server.InferenceServer`.
+    Expects ``self.server``: the :class:`~tritium.core.api.ServerAPI`.
     """
 
-    server: InferenceServer
+    server: ServerAPI
 
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: Any

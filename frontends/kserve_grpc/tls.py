@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from ...core import Code, TlsFiles, TritonError
+from ...core.api import Code, TlsFiles, TritonError
 
 __all__ = ["server_credentials"]
 

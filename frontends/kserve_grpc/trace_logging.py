@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...core import TritonError
+from ...core.api import TritonError
 from ...proto import grpc_service_pb2 as pb
 from ..base import grpc_status
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 __all__ = ["TraceLoggingRpcs"]
 
@@ -77,22 +77,26 @@ def _log_update(request: pb.LogSettingsRequest) -> dict[str, Any]:
 class TraceLoggingRpcs:
     """Mixin of :class:`~.servicer.InferenceServicer`: the trace and logging RPCs (needs ``self.server``)."""
 
-    server: InferenceServer
+    server: ServerAPI
 
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Any) -> pb.TraceSettingResponse:
-        tracer = self.server.tracer
+        server = self.server
         if request.settings:
             return _answer(
                 context,
                 pb.TraceSettingResponse(),
-                lambda: _trace_response(tracer.update(request.model_name, _trace_update(request))),
+                lambda: _trace_response(server.update_trace_settings(request.model_name, _trace_update(request))),
             )
-        return _answer(context, pb.TraceSettingResponse(), lambda: _trace_response(tracer.settings(request.model_name)))
+        return _answer(
+            context, pb.TraceSettingResponse(), lambda: _trace_response(server.trace_settings(request.model_name))
+        )
 
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Any) -> pb.LogSettingsResponse:
-        manager = self.server.logging
+        server = self.server
         if request.settings:
             return _answer(
-                context, pb.LogSettingsResponse(), lambda: _log_response(manager.update(_log_update(request)))
+                context,
+                pb.LogSettingsResponse(),
+                lambda: _log_response(server.update_log_settings(_log_update(request))),
             )
-        return _log_response(manager.settings())
+        return _log_response(server.log_settings())

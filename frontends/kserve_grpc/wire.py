@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 
 try:
     from ._native import split_raw_inputs as _native_split

@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...core import hookimpl
+from ...core.api import hookimpl
 from .app import HTTPFrontend, create_router, frontend_from_options
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 __all__ = ["HTTPFrontend", "create_router", "tritium_frontend"]
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> HTTPFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> HTTPFrontend | None:
     """Create the ``http`` frontend (plugin hook); None for any other name."""
     del settings
     if name != "http":

@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 
 __all__ = ["dumps", "encode", "fix_floats", "strings_json", "loads"]
 

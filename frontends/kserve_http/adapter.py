@@ -23,7 +23,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from .app import HTTPFrontend, frontend_from_options
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse

@@ -15,9 +15,9 @@ import logging
 import mmap
 import signal
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...core import Code, InferenceServer, TritonError
+from ...core.api import Code, ServerAPI, TritonError
 from .body import body_too_large
 from .connection import HttpConnection
 from .connection_table import ConnectionTable, HttpTimeouts
@@ -26,9 +26,6 @@ from .messages import HttpRequest, HttpResponse
 from .restricted import restriction_error
 from .router import METHOD_NOT_ALLOWED, Router
 from .routes import add_routes
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
 
 log = logging.getLogger("tritium.http")
 
@@ -71,7 +68,7 @@ class HTTPFrontend:
 
     def __init__(
         self,
-        server: InferenceServer,
+        server: ServerAPI,
         address: str,
         port: int,
         max_request_bytes: int,
@@ -239,7 +236,7 @@ class HTTPFrontend:
 
 
 def frontend_from_options(
-    server: InferenceServer,
+    server: ServerAPI,
     address: str | None = None,
     port: int | None = None,
     router: Router | None = None,

@@ -9,7 +9,7 @@ N bytes"}``. A compressed body is held to the same limit once decompressed.
 
 from __future__ import annotations
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from ..base import http_status
 
 __all__ = ["BodyTooLarge", "UnsupportedEncoding", "body_too_large", "error_status"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core import (
+from ...core.api import (
     Code,
     CudaRef,
     InferenceRequest,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...core import Code, InferenceServer, TritonError
+from ...core.api import Code, ServerAPI, TritonError
 from . import codec
 from .body import error_status
 from .messages import HttpRequest, HttpResponse
@@ -57,7 +57,7 @@ class EndpointContext:
     __slots__ = ("server", "max_request_bytes", "max_json_bytes", "max_decompressed_bytes", "inflight")
 
     def __init__(
-        self, server: InferenceServer, max_request_bytes: int, max_json_bytes: int = 0, max_decompressed_bytes: int = 0
+        self, server: ServerAPI, max_request_bytes: int, max_json_bytes: int = 0, max_decompressed_bytes: int = 0
     ) -> None:
         self.server = server
         self.max_request_bytes = max_request_bytes

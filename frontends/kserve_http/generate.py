@@ -32,7 +32,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
-from ...core import Code, InferenceRequest, InferenceResponse, InferInput, TritonError, by_config_name
+from ...core.api import Code, InferenceRequest, InferenceResponse, InferInput, TritonError, by_config_name
 from .. import sse
 from . import codec
 from ._rapidjson import encode, to_bytes

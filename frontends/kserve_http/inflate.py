@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import zlib
 
-from ...core import BodyBudget, Code, TritonError
+from ...core.api import BodyBudget, Code, TritonError
 from .body import BodyTooLarge
 
 __all__ = ["BudgetHold", "BudgetSpent", "inflate", "INFLATE_STEP"]

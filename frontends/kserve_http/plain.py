@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ...core import InferenceRequest, InferInput, RequestedOutput, TritonError
+from ...core.api import InferenceRequest, InferInput, RequestedOutput, TritonError
 
 __all__ = ["plain_request"]
 

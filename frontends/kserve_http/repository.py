@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse

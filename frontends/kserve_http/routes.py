@@ -1,7 +1,7 @@
 """One thin handler per KServe v2 / Triton endpoint, and the URL table.
 
 Handlers run on the core's event loop. Each translates the HTTP request into
-one call of the in-process API (:class:`~tritium.core.server.InferenceServer`)
+one call of the in-process API (:class:`~tritium.core.api.ServerAPI`)
 and the result, or the :class:`~tritium.core.errors.TritonError` it raised,
 into Triton's answer: JSON bodies (``{"error": "..."}`` for errors, status by
 :func:`~tritium.frontends.base.http_status`), empty bodies for the health
@@ -20,7 +20,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core import Code, InferenceRequest, InferenceResponse, TritonError, begin_trace, traced_done
+from ...core.api import Code, Done, InferenceRequest, InferenceResponse, TritonError
 from . import codec
 from .body import BodyTooLarge, UnsupportedEncoding
 from .context import EndpointContext, error_response
@@ -160,8 +160,7 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     or coroutine per request; errors found before the model runs are answered at once.
     A large JSON or compressed body is decoded on a parse thread first (one task).
     """
-    tracer = ctx.server.tracer
-    recv_ns = time.perf_counter_ns() if tracer.enabled else 0
+    recv_ns = time.perf_counter_ns() if ctx.server.tracing else 0
     try:
         version = _version(request)
         model = ctx.server.model(request.params["model"], version)
@@ -217,14 +216,15 @@ def _submit(
             return
         respond(answer)
 
+    answer: Done = done
     if recv_ns:  # the trace extension is on: sample this request
-        tracer = ctx.server.tracer
-        trace = begin_trace(tracer, ireq, "HTTP", recv_ns, request.headers.get("traceparent"))
+        server = ctx.server
+        trace = server.begin_trace(ireq, "HTTP", recv_ns, request.headers.get("traceparent"))
         if trace is not None:
-            done = traced_done(tracer, trace, done)
+            answer = server.traced(trace, done)
     inflight.enter()
     try:
-        request.job = ctx.server.submit(ireq, done, model)
+        request.job = ctx.server.submit(ireq, answer, model)
     except TritonError as exc:
         inflight.leave()
         return error_response(exc)
@@ -321,7 +321,7 @@ def _parse(
     if length == 0:
         ireq, plan = codec.raw_infer_request(view, name, version, model.config)
     else:
-        ireq, plan = codec.parse_infer_request(view, length, name, version, ctx.server.shared_memory.resolve)
+        ireq, plan = codec.parse_infer_request(view, length, name, version, ctx.server.resolve_shared_memory)
     if encoding is None:
         ireq.buffer = request.body_block  # binary inputs already lie in the arena
     return ireq, plan

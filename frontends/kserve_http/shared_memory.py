@@ -17,7 +17,7 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 
-from ...core import Code, TlsFiles, TritonError
+from ...core.api import Code, TlsFiles, TritonError
 
 log = logging.getLogger("tritium.http")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from . import codec
 from .context import EndpointContext, error_response
 from .messages import HttpRequest, HttpResponse
@@ -39,25 +39,25 @@ def _json(body: Any) -> HttpResponse:
 def trace_setting(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET``: the (model's) trace settings; ``POST``: change them and answer the new ones."""
     model = request.params.get("model", "")
-    tracer = ctx.server.tracer
+    server = ctx.server
     try:
         if request.method == "POST":
-            return _json(tracer.update(model, _body(request)))
-        return _json(tracer.settings(model))
+            return _json(server.update_trace_settings(model, _body(request)))
+        return _json(server.trace_settings(model))
     except TritonError as exc:
         return error_response(exc)
 
 
 def logging_setting(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET``: the log settings; ``POST``: change them and answer the new ones."""
-    manager = ctx.server.logging
+    server = ctx.server
     try:
         if request.method == "POST":
             body = _body(request)
             if not isinstance(body, dict):
                 raise TritonError(Code.INVALID_ARG, "the log settings must be a JSON object")
-            return _json(manager.update(body))
-        return _json(manager.settings())
+            return _json(server.update_log_settings(body))
+        return _json(server.log_settings())
     except TritonError as exc:
         return error_response(exc)
 

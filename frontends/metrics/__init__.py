@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ...core import hookimpl
+from ...core.api import hookimpl
 from .collector import TritiumCollector, render
 from .system import SystemSampler
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 log = logging.getLogger("tritium.metrics")
 
@@ -32,7 +32,7 @@ class MetricsFrontend:
 
     name = "metrics"
 
-    def __init__(self, server: InferenceServer, address: str, port: int) -> None:
+    def __init__(self, server: ServerAPI, address: str, port: int) -> None:
         self.server = server
         self.address = address
         self.port = port
@@ -66,7 +66,7 @@ class MetricsFrontend:
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> MetricsFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> MetricsFrontend | None:
     """Create the metrics frontend (plugin hook)."""
     del settings
     if name != "metrics":

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import Metric
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer, MetricsSnapshot, ModelMetrics
+    from ...core.api import MetricsSnapshot, ModelMetrics, ServerAPI
 
 __all__ = ["TritiumCollector", "render"]
 
@@ -117,13 +117,13 @@ class TritiumCollector:
     :param counter_latencies: report the ``*_duration_us`` counters (``--metrics-config counter_latencies``).
     """
 
-    def __init__(self, server: InferenceServer, system: Any = None, counter_latencies: bool = True) -> None:
+    def __init__(self, server: ServerAPI, system: Any = None, counter_latencies: bool = True) -> None:
         self.server = server
         self.system = system
         self.counter_latencies = counter_latencies
 
     def collect(self) -> Iterable[Metric]:
-        """Yield every metric family (one :meth:`InferenceServer.metrics_snapshot` per scrape)."""
+        """Yield every metric family (one :meth:`ServerAPI.metrics_snapshot` per scrape)."""
         snapshot = self.server.metrics_snapshot()
         families = list(_model_families(snapshot))
         if not self.counter_latencies:

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tritium.core import Code, InferenceServer, TritonError
+from tritium.core.api import Code, ServerAPI, TritonError
 from tritium.core.hookspecs import hookimpl
 
 from .app import OpenAIFrontend
@@ -77,7 +77,7 @@ def _chat_template(path: str) -> str | None:
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> OpenAIFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> OpenAIFrontend | None:
     """Create the OpenAI endpoint (plugin hook; runs while the server starts).
 
     :raises TritonError: INVALID_ARG for an unknown or malformed setting, or when jinja2 is missing.

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tritium.core import InferenceRequest, InferenceResponse, InferInput
+from tritium.core.api import InferenceRequest, InferenceResponse, InferInput
 
 __all__ = ["ConventionError", "LLMModel", "Step", "TextDecoder"]
 
@@ -76,7 +76,7 @@ class LLMModel:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> LLMModel:
-        """Read a model config (its JSON form, as ``InferenceServer.model_config`` returns it).
+        """Read a model config (its JSON form, as ``ServerAPI.model_config`` returns it).
 
         :raises ConventionError: when ``text_input``/``text_output`` are missing or of another
             type, a convention input has the wrong type, or the model needs an input the

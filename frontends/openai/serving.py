@@ -1,6 +1,6 @@
 """The OpenAI endpoints' work: models listed, prompts run on the server, answers in OpenAI's format.
 
-Everything goes through the in-process API (``InferenceServer.repository_index``,
+Everything goes through the in-process API (``ServerAPI.repository_index``,
 ``model_config``, ``infer_stream``): no model logic here. A completion or chat completion is
 one inference request per prompt; its responses (one, or one per piece of text from a
 decoupled model) become the choices' text, finish reasons and token usage. A streamed answer
@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
-from tritium.core import Code, InferenceServer, TritonError
+from tritium.core.api import Code, ServerAPI, TritonError
 from tritium.frontends.sse import primed
 
 from .chat_template import DEFAULT_CHAT_TEMPLATE, TemplateError, render
@@ -131,7 +131,7 @@ class Serving:
 
     def __init__(
         self,
-        server: InferenceServer,
+        server: ServerAPI,
         default_max_tokens: int = 16,
         chat_template: str | None = None,
         max_choices: int = 128,

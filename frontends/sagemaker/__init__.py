@@ -27,13 +27,13 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError, hookimpl
+from ...core.api import Code, TritonError, hookimpl
 from ..kserve_http.adapter import PreparedFrontend, check_settings, cloud_frontend
 from .multi_model import DEFAULT_ROOT, MultiModel
 from .routes import INFERENCE_TYPES, PING_MODES, UNSPECIFIED_MODEL, SageMakerRoutes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 log = logging.getLogger("tritium.sagemaker")
 
@@ -63,7 +63,7 @@ def _environment(env: Mapping[str, str]) -> tuple[str, str]:
 
 
 def sagemaker_frontend(
-    server: InferenceServer, settings: Mapping[str, Any], env: Mapping[str, str] = os.environ
+    server: ServerAPI, settings: Mapping[str, Any], env: Mapping[str, str] = os.environ
 ) -> PreparedFrontend:
     """The SageMaker endpoint for ``server`` (see the module's description).
 
@@ -98,7 +98,7 @@ def sagemaker_frontend(
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> PreparedFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> PreparedFrontend | None:
     """Create the ``sagemaker`` frontend (plugin hook); None for any other name."""
     if name != "sagemaker":
         return None

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core import Code, TritonError
+from ...core.api import Code, TritonError
 from ..kserve_http import codec
 from ..kserve_http.adapter import SAGEMAKER_BINARY, binary_content_type, delegate
 from ..kserve_http.context import EndpointContext, error_response

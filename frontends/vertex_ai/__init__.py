@@ -27,12 +27,12 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...core import Code, TritonError, hookimpl
+from ...core.api import Code, TritonError, hookimpl
 from ..kserve_http.adapter import PreparedFrontend, check_settings, cloud_frontend
 from .routes import VertexAiRoutes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...core import InferenceServer
+    from ...core.api import ServerAPI
 
 log = logging.getLogger("tritium.vertex_ai")
 
@@ -52,7 +52,7 @@ def _route(env: Mapping[str, str], variable: str) -> str:
     return route
 
 
-def _metrics(server: InferenceServer) -> Any:
+def _metrics(server: ServerAPI) -> Any:
     """The per-model Prometheus text for ``metrics`` redirects (None when ``--allow-metrics=false``)."""
     if not server.options.metrics:
         return None
@@ -82,7 +82,7 @@ def choose_default_model(index: list[dict[str, str]], default: str) -> str:
 
 
 def vertex_ai_frontend(
-    server: InferenceServer, settings: Mapping[str, Any], env: Mapping[str, str] = os.environ
+    server: ServerAPI, settings: Mapping[str, Any], env: Mapping[str, str] = os.environ
 ) -> PreparedFrontend:
     """The Vertex AI endpoint for ``server`` (see the module's description).
 
@@ -107,7 +107,7 @@ def vertex_ai_frontend(
 
 
 @hookimpl
-def tritium_frontend(name: str, server: InferenceServer, settings: Mapping[str, Any]) -> PreparedFrontend | None:
+def tritium_frontend(name: str, server: ServerAPI, settings: Mapping[str, Any]) -> PreparedFrontend | None:
     """Create the ``vertex_ai`` frontend (plugin hook); None for any other name."""
     if name != "vertex_ai":
         return None

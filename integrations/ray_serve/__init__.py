@@ -8,7 +8,7 @@
 
 Clients (``tritonclient.http``/``.grpc``, ``perf_analyzer``) then talk KServe v2
 to Serve's HTTP proxy (port 8000) and gRPC proxy. Each replica runs its own
-:class:`~tritium.core.server.InferenceServer`; readiness, statistics, metrics
+:class:`~tritium.core.api.ServerAPI`; readiness, statistics, metrics
 and model load/unload cover every replica (see docs/deploy.md).
 
 Public names: :func:`app` (the application builder), :func:`build_app`,

@@ -1,7 +1,7 @@
 """A replica's side of the coordinator: it joins, polls for commands, and answers cluster-wide calls.
 
 Runs inside each ``TritiumServer`` replica, on the replica's event loop (the
-one its :class:`~tritium.core.server.InferenceServer` runs on). Two roles:
+one its :class:`~tritium.core.api.ServerAPI` runs on). Two roles:
 
 - **Member.** :meth:`ReplicaAgent.join` registers the replica with the
   :class:`~.coordinator.Coordinator` and replays the repository log (the
@@ -24,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...core.errors import Code, TritonError
+from ...core.api import Code, TritonError
 from ...frontends.metrics.collector import TritiumCollector
 from .aggregate import merge_statistics, metric_families, render_metrics
 from .coordinator import GONE, TIMEOUT, Reply
@@ -39,7 +39,7 @@ _RETRY_S = (0.2, 0.5, 1.0, 2.0)  # back-off between failed calls to the coordina
 class ReplicaAgent:
     """The coordinator's member in one replica.
 
-    :param server: the replica's started :class:`~tritium.core.server.InferenceServer`.
+    :param server: the replica's started :class:`~tritium.core.api.ServerAPI`.
     :param coordinator: a handle on the coordinator: an object whose methods
         ``join``/``leave``/``poll``/``reply``/``call_all``/``repository`` each have a
         ``.remote(...)`` returning an awaitable (a Serve deployment handle).

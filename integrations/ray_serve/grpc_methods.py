@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from ...core.errors import Code, TritonError
+from ...core.api import Code, TritonError
 from ...frontends.base import grpc_status
 from ...frontends.kserve_grpc.codec import (
     model_metadata_to_proto,
@@ -153,9 +153,7 @@ class GrpcMethods:
         async for request in request_stream:
             try:
                 core_request = to_infer_request(request, self.server.model)
-                decoupled = bool(
-                    getattr(self.server.model(core_request.model_name, core_request.model_version), "decoupled", False)
-                )
+                decoupled = bool(self.server.model(core_request.model_name, core_request.model_version).decoupled)
             except TritonError as exc:
                 yield stream_error(exc.message, request.id)
                 continue

@@ -32,7 +32,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...core.errors import Code, TritonError
+from ...core.api import Code, TritonError
 from ...frontends.base import http_status
 from ...frontends.kserve_grpc.codec import parse_version
 from ...frontends.kserve_http import codec
@@ -113,7 +113,7 @@ def _parameters(body: dict[str, Any]) -> dict[str, Any]:
 
 # -- handlers ------------------------------------------------------------------------------------
 class Routes:
-    """The handlers of one replica (``server``: its InferenceServer, ``agent``: the cluster view)."""
+    """The handlers of one replica (``server``: its ServerAPI, ``agent``: the cluster view)."""
 
     def __init__(self, server: Any, agent: ReplicaAgent) -> None:
         self.server = server

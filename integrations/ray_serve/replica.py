@@ -1,7 +1,7 @@
 """The ``TritiumServer`` deployment: one tritium server per Serve replica.
 
 Each replica is a Ray actor process that runs its own
-:class:`~tritium.core.server.InferenceServer` (its own model instances in
+:class:`~tritium.core.api.ServerAPI` (its own model instances in
 worker processes, its own shared-memory arenas) on the replica's event loop,
 with no endpoint of its own: Serve's HTTP proxy calls :meth:`TritiumServer.__call__`,
 its gRPC proxy calls the RPC-named methods of :class:`~.grpc_methods.GrpcMethods`.
@@ -24,7 +24,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...core.errors import Code, TritonError
+from ...core.api import Code, TritonError
 from .agent import ReplicaAgent
 from .args import Settings, parse_server_command
 from .grpc_methods import GrpcMethods
@@ -75,21 +75,21 @@ class TritiumServer(GrpcMethods):
     """
 
     async def __init__(self, server_argv: list[str], coordinator: Any, settings: Any = None) -> None:
-        from ...core.logging import LogManager
-        from ...core.server import InferenceServer
+        from ...cli import install_logging
+        from ...core.api import InferenceServer
 
         os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # workers start while gRPC runs
         settings = Settings.model_validate(settings or {})
         options, args = parse_server_command(list(server_argv))
         # tritium's own log, as tritium-server writes it (--log-* flags): on the replica's stderr,
         # which Ray shows in `serve run`'s console and keeps in the node's worker-*.err file
-        LogManager.from_args(args).install()
+        install_logging(args)
         options.http = options.grpc = options.metrics = False  # Serve's proxies are the endpoints
         exit_on_error, options.exit_on_error = options.exit_on_error, False  # checked below, naming the model
         self.replica_id, actor = _replica_identity()
         self.server = InferenceServer(options)
         await self.server.start(frontends=False)
-        failures = self.server.repository.failures
+        failures = self.server.load_failures()
         if failures and exit_on_error:
             await self.server.stop()
             error = TritonError(Code.INTERNAL, load_failure_message(failures))

@@ -37,7 +37,7 @@ def _modules() -> dict[str, Path]:
                 parts.pop()
             modules[".".join([package, *parts])] = path
     # compiled extensions (setup.py): leaves, they import nothing of the package
-    for name in re.findall(r'^NAME = "([\w.]+)"', (ROOT / "setup.py").read_text(), re.M):
+    for name in re.findall(r'^[A-Z_]+ = "(tritium\.[\w.]+)"', (ROOT / "setup.py").read_text(), re.M):
         modules.setdefault(name, Path())
     return modules
 
@@ -151,40 +151,72 @@ def test_no_import_circles() -> None:
     assert not found, f"import circles: {detail}"
 
 
-def _core_exports() -> set[str]:
-    """The names ``core/__init__.py`` lists in ``__all__`` (read from the source)."""
-    tree = ast.parse((ROOT / "core" / "__init__.py").read_text())
+def _api_exports() -> set[str]:
+    """The names ``core/api.py`` lists in ``__all__`` (read from the source)."""
+    tree = ast.parse((ROOT / "core" / "api.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return {ast.literal_eval(item) for item in node.value.elts}  # type: ignore[attr-defined]
-    raise AssertionError("core/__init__.py has no __all__")
+    raise AssertionError("core/api.py has no __all__")
 
 
 #: the plugin hook marker, which plugins outside the package import from its own module
 #: (docs/endpoint_plugins.md; tests/unit/test_openai_plugin_api.py pins the OpenAI plugin's use)
 _PLUGIN_API = {"tritium.core.hookspecs"}
+#: where the server API's names may be imported from: its module, or the package (which re-exports them)
+_SERVER_API = {"tritium.core.api", "tritium.core"}
 
 
-def test_frontends_import_only_the_core_exports() -> None:
-    """A frontend module imports from the core only ``tritium.core`` itself, and only names it
-    exports (and the plugin hook marker's module)."""
-    exports = _core_exports()
+def server_api_breaches(prefixes: tuple[str, ...]) -> list[str]:
+    """The imports of the modules under ``prefixes`` that reach the core other than through the
+    server API (``tritium.core.api``'s names), or the plugin hook marker's module."""
+    exports = _api_exports()
     wrong: list[str] = []
     for module, path in MODULES.items():
-        if not module.startswith("tritium.frontends.") and module != "tritium.frontends" or path == Path():
+        if not (module.startswith(prefixes) or module in {p.rstrip(".") for p in prefixes}) or path == Path():
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for target in _targets(module, path, node):
-                if target in _PLUGIN_API:
+                if target in _PLUGIN_API or not (target == "tritium.core" or target.startswith("tritium.core.")):
                     continue
-                if target.startswith("tritium.core.") or target == "tritium.core" and isinstance(node, ast.Import):
+                if target not in _SERVER_API or isinstance(node, ast.Import):
                     wrong.append(f"{module}:{node.lineno} imports {target}")
-                elif target == "tritium.core":
+                else:
                     wrong += [
-                        f"{module}:{node.lineno} imports {alias.name} (not in tritium.core.__all__)"
+                        f"{module}:{node.lineno} imports {alias.name} (not in tritium.core.api.__all__)"
                         for alias in node.names
                         if alias.name not in exports
                     ]
+    return wrong
+
+
+def test_frontends_and_integrations_use_only_the_server_api() -> None:
+    """A frontend or integration module imports from the core only the server API's names
+    (``tritium.core.api``, re-exported by ``tritium.core``), and the plugin hook marker's module."""
+    wrong = server_api_breaches(("tritium.frontends.", "tritium.integrations."))
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_rule_finds_a_breach(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A module that imports the server directly, or a name the API does not export, is reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from ...core.server import InferenceServer\nfrom ...core import Model\nfrom ...core.api import ServerAPI\n"
+    )
+    monkeypatch.setitem(MODULES, "tritium.integrations.ray_serve.bad", bad)
+    found = server_api_breaches(("tritium.integrations.",))
+    assert found == [
+        "tritium.integrations.ray_serve.bad:1 imports tritium.core.server",
+        "tritium.integrations.ray_serve.bad:2 imports Model (not in tritium.core.api.__all__)",
+    ]
+
+
+def test_the_package_re_exports_the_server_api() -> None:
+    """``tritium.core``'s names are the server API's, typed (mypy sees ``core/api.py``'s)."""
+    import tritium.core
+    import tritium.core.api
+
+    for name in tritium.core.api.__all__:
+        assert getattr(tritium.core, name) is getattr(tritium.core.api, name)
