@@ -23,7 +23,7 @@ from .network import BodyBudget, TlsFiles
 from .options import ServerOptions
 from .request import InferenceRequest, InferInput, RequestedOutput
 from .response import InferenceResponse, OutputTensor
-from .servable import Cancellable, Done, Servable
+from .servable import Cancellable, Done, Servable, refuse_decoupled
 from .server import InferenceServer
 from .server_api import ServerAPI
 from .stats import LatencySummary, MemoryMetrics, MetricsSnapshot, ModelMetrics
@@ -38,6 +38,7 @@ __all__ = [
     "Servable",
     "Done",
     "Cancellable",
+    "refuse_decoupled",
     "Trace",
     "Code",
     "TritonError",

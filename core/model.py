@@ -42,7 +42,7 @@ from .scheduler.base import Payload, QueueFull, Rejected
 from .scheduler.default import DefaultScheduler
 from .scheduler.dynamic_batcher import DynamicBatcher
 from .scheduler.sequence_batcher import SequenceBatcher
-from .servable import Done, is_decoupled, model_label, platform_of
+from .servable import Done, is_decoupled, model_label, platform_of, refuse_decoupled
 from .stats import ModelStats
 from .validation import ModelSignature
 
@@ -218,11 +218,7 @@ class Model(BatcherServices):
         :raises TritonError: INVALID_ARG for a request that does not fit the
             config, UNSUPPORTED for a decoupled model (use :meth:`infer_stream`).
         """
-        if self.decoupled:
-            raise TritonError(
-                Code.UNSUPPORTED,
-                "ModelInfer RPC doesn't support models with decoupled transaction policy",
-            )
+        refuse_decoupled(self)
         if request.trace is not None:  # the trace extension sampled it: its times are to come
             request.trace.expects_model = True
         self._enter()

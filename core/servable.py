@@ -7,7 +7,7 @@ those behind the response cache). The repository hands out Servables; its
 callers never need to know which of the three they hold.
 
 The module also holds what the three share: the ``Done`` callback type,
-:func:`model_label`, :func:`platform_of`, :func:`is_decoupled`, and
+:func:`model_label`, :func:`platform_of`, :func:`is_decoupled`, :func:`refuse_decoupled`, and
 :func:`submit_as_task` for a Servable whose request path is a coroutine.
 Runs on the core's event loop.
 """
@@ -27,7 +27,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .stats import ModelStats
     from .validation import ModelSignature
 
-__all__ = ["Servable", "Done", "Cancellable", "model_label", "platform_of", "is_decoupled", "submit_as_task"]
+__all__ = [
+    "Servable",
+    "Done",
+    "Cancellable",
+    "model_label",
+    "platform_of",
+    "is_decoupled",
+    "refuse_decoupled",
+    "submit_as_task",
+]
 
 #: receives a request's final response, or the error it failed with: ``done(response, None)`` /
 #: ``done(None, error)``
@@ -135,6 +144,22 @@ def platform_of(config: Mapping[str, Any]) -> str:
 def is_decoupled(config: Mapping[str, Any]) -> bool:
     """Whether a config sets ``model_transaction_policy.decoupled`` (Triton's decoupled models)."""
     return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+
+
+#: in process, the call :func:`refuse_decoupled` names by default
+SINGLE_RESPONSE_CALL = "infer (use infer_stream)"
+
+
+def refuse_decoupled(model: Servable, call: str = SINGLE_RESPONSE_CALL) -> None:
+    """Refuse a decoupled model for a call that answers a request with exactly one response.
+
+    The message is Triton's, naming the call: ``HTTP end point`` (its HTTP endpoint's
+    infer), ``ModelInfer RPC`` (its gRPC one); in process, :data:`SINGLE_RESPONSE_CALL`.
+
+    :raises TritonError: UNSUPPORTED when ``model`` is decoupled.
+    """
+    if model.decoupled:
+        raise TritonError(Code.UNSUPPORTED, f"{call} doesn't support models with decoupled transaction policy")
 
 
 class _TaskJob:

@@ -303,14 +303,16 @@ class InferenceServer:
         if self._stopping:
             raise TritonError(Code.UNAVAILABLE, "Server is stopping, request rejected")
 
-    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+    async def infer(self, request: InferenceRequest, model: Servable | None = None) -> InferenceResponse:
         """Run one request; the response's outputs stay valid until ``response.release()``.
 
+        :param model: the model ``request`` names, when the caller looked it up already.
         :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG
-            for a request that does not fit it, or the backend's error.
+            for a request that does not fit it, UNSUPPORTED for a decoupled model, or the backend's error.
         """
         self._admit()
-        model = self.model(request.model_name, request.model_version)
+        if model is None:
+            model = self.model(request.model_name, request.model_version)
         self._inflight += 1
         self._idle.clear()
         try:
@@ -352,10 +354,16 @@ class InferenceServer:
         if not self._inflight:
             self._idle.set()
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
-        """Run one request and yield every response (decoupled models send zero or more)."""
+    async def infer_stream(
+        self, request: InferenceRequest, model: Servable | None = None
+    ) -> AsyncGenerator[InferenceResponse, None]:
+        """Run one request and yield every response (decoupled models send zero or more).
+
+        :param model: the model ``request`` names, when the caller looked it up already.
+        """
         self._admit()
-        model = self.model(request.model_name, request.model_version)
+        if model is None:
+            model = self.model(request.model_name, request.model_version)
         self._inflight += 1
         self._idle.clear()
         try:

@@ -149,8 +149,10 @@ class ServerAPI(Protocol):
         """
         ...
 
-    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+    async def infer(self, request: InferenceRequest, model: Servable | None = None) -> InferenceResponse:
         """Run one request; the caller releases the response (``response.release()``).
+
+        :param model: the version ``request`` names, when the caller looked it up already.
 
         :raises TritonError: NOT_FOUND/UNAVAILABLE for the model, INVALID_ARG for a request that does
             not fit its config, UNSUPPORTED for a decoupled model, what the model raised.
@@ -166,8 +168,13 @@ class ServerAPI(Protocol):
         """
         ...
 
-    def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
-        """Run one request and yield each response (a decoupled model: zero or more)."""
+    def infer_stream(
+        self, request: InferenceRequest, model: Servable | None = None
+    ) -> AsyncGenerator[InferenceResponse, None]:
+        """Run one request and yield each response (a decoupled model: zero or more).
+
+        :param model: the version ``request`` names, when the caller looked it up already.
+        """
         ...
 
     # -- metrics ---------------------------------------------------------------------------

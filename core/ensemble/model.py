@@ -28,7 +28,16 @@ from ..errors import Code, TritonError
 from ..memory.staging import deliver_output, stage_input
 from ..request import InferenceRequest
 from ..response import InferenceResponse
-from ..servable import Cancellable, Done, Servable, is_decoupled, model_label, platform_of, submit_as_task
+from ..servable import (
+    Cancellable,
+    Done,
+    Servable,
+    is_decoupled,
+    model_label,
+    platform_of,
+    refuse_decoupled,
+    submit_as_task,
+)
 from ..stats import ModelStats
 from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 from .executor import EnsembleRun
@@ -151,10 +160,7 @@ class EnsembleModel:
             message), INVALID_ARG for a request that does not fit the
             ensemble's config, or the first step's error (step named).
         """
-        if self.decoupled:
-            raise TritonError(
-                Code.UNSUPPORTED, "ModelInfer RPC doesn't support models with decoupled transaction policy"
-            )
+        refuse_decoupled(self)
         final: InferenceResponse | None = None
         async for response in self.infer_stream(request):
             if response.error is not None:

@@ -13,6 +13,7 @@ unavailable. The repository manager drives the moves; nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +31,8 @@ __all__ = [
 ]
 
 
-class ModelState:
-    """Triton's model version states, as the repository index names them."""
+class ModelState(StrEnum):
+    """Triton's model version states; each member is the string the repository index reports."""
 
     UNKNOWN = "UNKNOWN"
     LOADING = "LOADING"
@@ -48,7 +49,7 @@ NOT_LOADED = "not loaded"
 
 _S = ModelState
 #: every allowed move ``(from, to)``, and why it happens
-TRANSITIONS: dict[tuple[str, str], str] = {
+TRANSITIONS: dict[tuple[ModelState, ModelState], str] = {
     (_S.UNKNOWN, _S.LOADING): "a load of the version started",
     (_S.UNKNOWN, _S.UNAVAILABLE): "a reload's version policy no longer selects the version (reason: unloaded)",
     (_S.LOADING, _S.READY): "its instances started and its warmup ran: it takes requests",
@@ -69,17 +70,17 @@ class VersionStatus:
     """One version's state, why it is in it, and the servable once loaded.
 
     :ivar version: the version number.
-    :ivar state: one of :class:`ModelState` (change it with :meth:`move` only).
+    :ivar state: its :class:`ModelState` (change it with :meth:`move` only).
     :ivar reason: why it is not READY (empty for LOADING, READY and UNLOADING).
     :ivar model: the loaded version while it serves (READY) or drains.
     """
 
     version: int
-    state: str = ModelState.UNKNOWN
+    state: ModelState = ModelState.UNKNOWN
     reason: str = ""
     model: Servable | None = None
 
-    def move(self, to: str, reason: str = "") -> None:
+    def move(self, to: ModelState, reason: str = "") -> None:
         """Go to state ``to`` with ``reason``.
 
         :raises TransitionRefused: for a move :data:`TRANSITIONS` does not list.

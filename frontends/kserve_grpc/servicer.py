@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 from google.protobuf import json_format
 
-from ...core.api import Code, InferenceRequest, InferenceResponse, TritonError, clip
+from ...core.api import Code, InferenceRequest, InferenceResponse, Servable, TritonError, clip, refuse_decoupled
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
@@ -218,12 +218,14 @@ class InferenceServicer(
         try:
             request, raws = parse_infer_request(data, server.options.network.max_json_request_bytes)
             core_request = to_infer_request(request, server.model, raws, server.resolve_shared_memory)
+            model = server.model(core_request.model_name, core_request.model_version)
+            refuse_decoupled(model, "ModelInfer RPC")
             answer: Any = lambda response, error: _answer_infer(release_then, response, error)  # noqa: E731
             if recv_ns:  # the trace extension is on: sample this request
                 trace = server.begin_trace(core_request, "GRPC", recv_ns)
                 if trace is not None:
                     answer = server.traced(trace, answer)
-            return server.submit(core_request, answer)
+            return server.submit(core_request, answer, model)
         except TritonError as exc:
             release_then(None, exc)
             return None
@@ -302,10 +304,10 @@ class InferenceServicer(
             else:
                 if model.decoupled:
                     _pass_turn(previous, mine)  # responses go out as they come
-                    async for message in self._stream_responses(core_request, True):
+                    async for message in self._stream_responses(core_request, model):
                         out.put_nowait(message)
                     return
-                messages = [m async for m in self._stream_responses(core_request, False)]
+                messages = [m async for m in self._stream_responses(core_request, model)]
             await previous
             for message in messages:
                 out.put_nowait(message)
@@ -316,10 +318,11 @@ class InferenceServicer(
             budget.release(size)
             _pass_turn(previous, mine)
 
-    async def _stream_responses(self, request: InferenceRequest, decoupled: bool) -> AsyncGenerator[Any, None]:
-        """The stream messages of one request (its errors included)."""
+    async def _stream_responses(self, request: InferenceRequest, model: Servable) -> AsyncGenerator[Any, None]:
+        """The stream messages of one request to ``model`` (its errors included)."""
+        decoupled = model.decoupled
         try:
-            async for response in self.server.infer_stream(request):
+            async for response in self.server.infer_stream(request, model):
                 try:
                     if stream_skips(response, request, decoupled):
                         continue

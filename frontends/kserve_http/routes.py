@@ -20,7 +20,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...core.api import Code, Done, InferenceRequest, InferenceResponse, TritonError
+from ...core.api import Code, Done, InferenceRequest, InferenceResponse, TritonError, refuse_decoupled
 from . import codec
 from .body import BodyTooLarge, UnsupportedEncoding
 from .context import EndpointContext, error_response
@@ -164,8 +164,7 @@ def infer(ctx: EndpointContext, request: HttpRequest) -> HttpResponse | None:
     try:
         version = _version(request)
         model = ctx.server.model(request.params["model"], version)
-        if model.decoupled:
-            raise TritonError(Code.UNSUPPORTED, _DECOUPLED)
+        refuse_decoupled(model, "HTTP end point")
         encoding = request.headers.get("content-encoding")
         if encoding is not None:
             encoding = _encoding(encoding)
@@ -268,7 +267,6 @@ _EMPTY_BODY = (
     "the inference request body is empty: expected the request's JSON (or, for one raw binary input, "
     "the 'Inference-Header-Content-Length: 0' header)"
 )
-_DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
 def _encoding(encoding: str) -> str | None:

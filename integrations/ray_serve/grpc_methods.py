@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from ...core.api import Code, TritonError
+from ...core.api import Code, TritonError, refuse_decoupled
 from ...frontends.base import grpc_status
 from ...frontends.kserve_grpc.codec import (
     model_metadata_to_proto,
@@ -131,7 +131,10 @@ class GrpcMethods:
     async def ModelInfer(self, request: pb.ModelInferRequest, grpc_context: Any = None) -> pb.ModelInferResponse:
         server = self.server
         try:
-            response = await server.infer(to_infer_request(request, server.model))
+            core_request = to_infer_request(request, server.model)
+            model = server.model(core_request.model_name, core_request.model_version)
+            refuse_decoupled(model, "ModelInfer RPC")
+            response = await server.infer(core_request, model)
         except TritonError as exc:
             return _fail(grpc_context, exc, pb.ModelInferResponse())
         except Exception as exc:  # a bug, not a bad request: INTERNAL, logged, the replica goes on
@@ -153,14 +156,14 @@ class GrpcMethods:
         async for request in request_stream:
             try:
                 core_request = to_infer_request(request, self.server.model)
-                decoupled = bool(self.server.model(core_request.model_name, core_request.model_version).decoupled)
+                model = self.server.model(core_request.model_name, core_request.model_version)
             except TritonError as exc:
                 yield stream_error(exc.message, request.id)
                 continue
             try:
-                async for response in self.server.infer_stream(core_request):
+                async for response in self.server.infer_stream(core_request, model):
                     try:
-                        if stream_skips(response, core_request, decoupled):
+                        if stream_skips(response, core_request, model.decoupled):
                             continue
                         yield to_stream_response(response, core_request)
                     finally:

@@ -32,7 +32,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...core.api import Code, TritonError
+from ...core.api import Code, TritonError, refuse_decoupled
 from ...frontends.base import http_status
 from ...frontends.kserve_grpc.codec import parse_version
 from ...frontends.kserve_http import codec
@@ -144,9 +144,7 @@ class Routes:
     async def infer(self, request: Request, name: str, version: str) -> Response:
         server = self.server
         model = server.model(name, version)
-        if model.decoupled:
-            message = "HTTP end point doesn't support models with decoupled transaction policy"
-            raise TritonError(Code.UNSUPPORTED, message)
+        refuse_decoupled(model, "HTTP end point")
         if request.headers.get("content-encoding", "identity") not in ("", "identity"):
             unsupported = TritonError(Code.UNSUPPORTED, "Unsupported compression type")
             return _error(unsupported, {"Accept-Encoding": "identity"})
