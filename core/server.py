@@ -151,7 +151,7 @@ class InferenceServer:
         slow_protobuf = protobuf_warning()
         if slow_protobuf:
             log.warning("%s", slow_protobuf)
-        failures = self.repository.failures
+        failures = self.repository.lookups.failures
         if failures and self.options.exit_on_error:
             await self.repository.unload_all()
             raise TritonError(Code.INTERNAL, "failed to load all models: " + "; ".join(failures))
@@ -211,7 +211,7 @@ class InferenceServer:
         """KServe ``server ready``: started, not stopping, and (strict readiness) every model READY."""
         if not self._started or self._stopping:
             return False
-        return self.repository.all_ready if self.options.strict_readiness else True
+        return self.repository.lookups.all_ready if self.options.strict_readiness else True
 
     def metadata(self) -> dict[str, Any]:
         """KServe server metadata; ``name`` is ``--id`` (``tritium`` by default; Triton's ``triton``)."""
@@ -226,11 +226,11 @@ class InferenceServer:
 
         :raises TritonError: NOT_FOUND / UNAVAILABLE with Triton's messages.
         """
-        return self.repository.get(name, version)
+        return self.repository.lookups.get(name, version)
 
     def model_ready(self, name: str, version: str = "") -> bool:
         """KServe ``model ready``."""
-        return self.repository.is_ready(name, version)
+        return self.repository.lookups.is_ready(name, version)
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         """KServe model metadata: name, versions, platform, inputs and outputs with batch dim.
@@ -241,7 +241,9 @@ class InferenceServer:
         return {
             "name": model.name,
             # Triton lists only the version asked for, or every READY version
-            "versions": [str(model.version)] if version else [str(v) for v in self.repository.versions(model.name)],
+            "versions": [str(model.version)]
+            if version
+            else [str(v) for v in self.repository.lookups.versions(model.name)],
             "platform": model.platform,
             "inputs": tensor_metadata(model.config, "input"),
             "outputs": tensor_metadata(model.config, "output"),
@@ -259,7 +261,7 @@ class InferenceServer:
 
         :raises TritonError: INVALID_ARG for a model or version not loaded.
         """
-        return {"model_stats": self.repository.statistics(name, version)}
+        return {"model_stats": self.repository.lookups.statistics(name, version)}
 
     # -- the model repository extension ---------------------------------------------------
     def repository_index(self, ready: bool = False) -> list[dict[str, str]]:
@@ -283,7 +285,7 @@ class InferenceServer:
 
     def load_failures(self) -> list[str]:
         """The models that failed to load, as ``'name': reason`` lines (empty when all loaded)."""
-        return self.repository.failures
+        return self.repository.lookups.failures
 
     # -- inference ------------------------------------------------------------------------
     def request_buffer(self, nbytes: int) -> SharedBlock:
@@ -389,7 +391,7 @@ class InferenceServer:
                 instance_pids=tuple((instance.name, instance.pid) for instance in model.instances),
                 tags=tuple(sorted((model.config.get("metric_tags") or {}).items())),
             )
-            for model in self.repository.loaded_models()
+            for model in self.repository.lookups.loaded_models()
         )
         supervisor = self.repository.instance_options.workers
         workers = tuple(

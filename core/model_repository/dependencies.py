@@ -5,8 +5,9 @@ Ensembles (``platform: "ensemble"``) name their composing models in
 composing models before the ensembles that use them and, as Triton's
 dependency graph does, unloads or re-checks an ensemble when one of its
 composing models goes away or changes. The functions are pure (no I/O
-beyond reading a config file); :class:`EnsembleDependencies`, a base of the
-repository manager, applies those rules to its models. Runs on the core's
+beyond reading a config file); :class:`EnsembleDependencies`, which the
+repository manager holds, applies those rules to the manager's models through
+the calls :class:`DependencyHost` names. Runs on the core's
 event loop.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ...proto import model_config_pb2 as mc
 from ..errors import TritonError
@@ -26,7 +27,15 @@ from .repository import ModelSource
 
 log = logging.getLogger("tritium.repository")
 
-__all__ = ["EnsembleDependencies", "closure", "composing_of", "composing_of_source", "load_layers", "users"]
+__all__ = [
+    "DependencyHost",
+    "EnsembleDependencies",
+    "closure",
+    "composing_of",
+    "composing_of_source",
+    "load_layers",
+    "users",
+]
 
 
 def composing_of(config: mc.ModelConfig | None) -> frozenset[str]:
@@ -84,82 +93,91 @@ def users(name: str, composing: Mapping[str, Iterable[str]]) -> list[str]:
     return sorted(e for e, parts in composing.items() if name in parts)
 
 
+class DependencyHost(Protocol):
+    """What :class:`EnsembleDependencies` uses of the repository manager that holds it."""
+
+    @property
+    def models(self) -> dict[str, ModelEntry]:
+        """The manager's models: name -> entry."""
+        ...
+
+    async def scan(self) -> tuple[dict[str, ModelSource], set[str]]:
+        """The model folders of the repositories now, and the names found in more than one."""
+        ...
+
+    def read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
+        """The model config of ``source`` (or ``override``), read and checked (raises TritonError)."""
+        ...
+
+    async def load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
+        """Load ``source``, failures recorded and logged instead of raised; whether it loaded."""
+        ...
+
+    def unload_entry(self, entry: ModelEntry) -> None:
+        """Start unloading every version of ``entry`` (its requests drain in the background)."""
+        ...
+
+
 class EnsembleDependencies:
-    """Triton's ensemble dependency rules over the manager's models (a base of the repository manager).
+    """Triton's ensemble dependency rules over the models of ``host`` (the repository manager)."""
 
-    Needs from the manager: ``models`` (name -> :class:`~.lifecycle.ModelEntry`),
-    ``_scan()``, ``_read_config(source, override)``, ``_load_logged(source,
-    override, explicit)`` and ``_unload_entry(entry)``.
-    """
+    def __init__(self, host: DependencyHost) -> None:
+        self.host = host
 
-    models: dict[str, ModelEntry]
-
-    async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
-        raise NotImplementedError
-
-    def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
-        raise NotImplementedError
-
-    async def _load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
-        raise NotImplementedError
-
-    def _unload_entry(self, entry: ModelEntry) -> None:
-        raise NotImplementedError
-
-    async def _load_composing(self, source: ModelSource, override: str | None) -> None:
+    async def load_composing(self, source: ModelSource, override: str | None) -> None:
         """Load the composing models of ensemble ``source`` that do not serve yet (not explicitly, as Triton)."""
         try:
-            config = await asyncio.to_thread(self._read_config, source, override)
+            config = await asyncio.to_thread(self.host.read_config, source, override)
         except TritonError:
             return  # the ensemble's own load reports it
         parts = composing_of(config)
         if not parts:
             return
-        sources, _ = await self._scan()
+        sources, _ = await self.host.scan()
         needed = closure(parts, lambda n: composing_of_source(sources[n]) if n in sources else ())
         missing = [
             sources[n]
             for n in sorted(needed - {source.name})
-            if n in sources and not (n in self.models and self.models[n].serving)
+            if n in sources and not (n in self.host.models and self.host.models[n].serving)
         ]
         for layer in load_layers(missing):  # a failure shows in the ensemble's own check
-            await asyncio.gather(*(self._load_logged(src, explicit=False) for src in layer))
+            await asyncio.gather(*(self.host.load_logged(src, explicit=False) for src in layer))
 
-    def _unload_users(self, name: str) -> None:
+    def unload_users(self, name: str) -> None:
         """Unload the ensembles that use ``name`` (gone or no longer fitting); they wait for it to load again."""
-        for user in users(name, {n: e.composing for n, e in self.models.items() if e.serving}):
-            entry = self.models[user]
+        for user in users(name, {n: e.composing for n, e in self.host.models.items() if e.serving}):
+            entry = self.host.models[user]
             log.error(
                 "Invalid argument: ensemble %s contains models that are not available or ambiguous: %s", user, name
             )
             entry.waiting = True
-            self._unload_entry(entry)
-            self._unload_users(user)
+            self.host.unload_entry(entry)
+            self.unload_users(user)
 
-    def _unload_parts(self, entry: ModelEntry) -> None:
+    def unload_parts(self, entry: ModelEntry) -> None:
         """``unload_dependents``: unload ``entry``'s composing models loaded only for ensembles now unloaded."""
         for part in sorted(entry.composing):
-            composing = self.models.get(part)
-            in_use = {p for e in self.models.values() if e.serving for p in e.composing}
+            composing = self.host.models.get(part)
+            in_use = {p for e in self.host.models.values() if e.serving for p in e.composing}
             if composing is None or composing.explicit or not composing.serving or part in in_use:
                 continue
-            self._unload_entry(composing)
-            self._unload_parts(composing)
+            self.host.unload_entry(composing)
+            self.unload_parts(composing)
 
-    async def _refresh_users(self, name: str, seen: set[str] | None = None) -> None:
+    async def refresh_users(self, name: str, seen: set[str] | None = None) -> None:
         """After ``name`` (re)loaded: re-check the ensembles that use it, and load those waiting for it."""
         seen = set() if seen is None else seen
         seen.add(name)
-        candidates = {n: e.composing for n, e in self.models.items() if e.serving or e.waiting}
+        candidates = {n: e.composing for n, e in self.host.models.items() if e.serving or e.waiting}
         for user in users(name, candidates):
-            entry = self.models[user]
+            entry = self.host.models[user]
             if user in seen or entry.source is None:
                 continue
             seen.add(user)
-            if await self._load_logged(entry.source, entry.override, explicit=entry.explicit):
-                await self._refresh_users(user, seen)
+            if await self.host.load_logged(entry.source, entry.override, explicit=entry.explicit):
+                await self.refresh_users(user, seen)
 
-    def _ensemble_failed(
+    def ensemble_failed(
         self, entry: ModelEntry, source: ModelSource, override: str | None, mark: Any, exc: TritonError
     ) -> None:
         """An ensemble that does not fit its composing models: as Triton, it stops serving and waits for them."""
@@ -167,7 +185,7 @@ class EnsembleDependencies:
         reason = f"{exc.code.text}: {exc.message}"
         log.error("failed to load '%s': %s", entry.name, reason)
         if entry.serving:
-            self._unload_entry(entry)
-            self._unload_users(entry.name)
+            self.host.unload_entry(entry)
+            self.unload_users(entry.name)
         elif not entry.versions:
             entry.reason = reason

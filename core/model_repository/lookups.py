@@ -1,7 +1,7 @@
 """What the repository answers about its models: which version serves a request, readiness, statistics.
 
 :class:`ModelLookups` is the read side of the
-:class:`~.manager.ModelRepositoryManager` (its base class): lookups over
+:class:`~.manager.ModelRepositoryManager` (which holds one over its models): lookups over
 ``self.models`` with Triton's messages (``Request for unknown model: 'm' is
 not found``, ``... version 3 is not found``, ``... has no available
 versions``, ``... version 1 is not at ready state``). Runs on the core's
@@ -20,9 +20,10 @@ __all__ = ["ModelLookups"]
 
 
 class ModelLookups:
-    """Lookups over the manager's model entries (``self.models``: name -> entry)."""
+    """Lookups over the repository manager's model entries (``models``: name -> entry, shared, not copied)."""
 
-    models: dict[str, ModelEntry]
+    def __init__(self, models: dict[str, ModelEntry]) -> None:
+        self.models = models
 
     @property
     def failures(self) -> list[str]:

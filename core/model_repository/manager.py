@@ -72,7 +72,7 @@ def _record_refusal(entry: ModelEntry, source: ModelSource, mark: Any, reason: s
         entry.source, entry.reason, entry.versions = source, reason, {}
 
 
-class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
+class ModelRepositoryManager:
     """Loads, reloads and unloads the models of the repositories; answers which model serves a request.
 
     Model control modes (``options.model_control_mode``): ``none`` loads
@@ -94,6 +94,10 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
         self.options = options
         self.pool = pool
         self.models: dict[str, ModelEntry] = {}
+        #: which version serves a request, readiness, statistics (reads :attr:`models`)
+        self.lookups = ModelLookups(self.models)
+        #: the ensemble dependency rules, applied to :attr:`models` through this manager
+        self.dependencies = EnsembleDependencies(self)
         self.instance_options = InstanceOptions(
             python=options.python,
             log_verbose=options.log_verbose,
@@ -124,7 +128,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             roots.append(str(await asyncio.to_thread(remote.sync)) if remote is not None else url)
         return roots
 
-    async def _scan(self) -> tuple[dict[str, ModelSource], set[str]]:
+    async def scan(self) -> tuple[dict[str, ModelSource], set[str]]:
         return await asyncio.to_thread(scan, await self._roots(), self.options.model_config_name)
 
     def _lock(self, name: str) -> asyncio.Lock:
@@ -137,11 +141,11 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
     async def start(self) -> None:
         """Load the start-up models for the control mode; in ``poll`` mode start polling.
 
-        Failures are recorded (see :attr:`failures`), not raised.
+        Failures are recorded (see :attr:`ModelLookups.failures`, in :attr:`lookups`), not raised.
 
         :raises TritonError: INVALID_ARG when a repository cannot be read.
         """
-        sources, duplicates = await self._scan()
+        sources, duplicates = await self.scan()
         for name in duplicates:
             self.models[name] = ModelEntry(name, None, reason="not unique across all model repositories")
         implicit: set[str] = set()
@@ -158,11 +162,11 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             implicit = wanted - set(named)
             sources = {n: sources[n] for n in wanted if n in sources}
         for layer in load_layers(sources.values()):
-            await asyncio.gather(*(self._load_logged(src, explicit=src.name not in implicit) for src in layer))
+            await asyncio.gather(*(self.load_logged(src, explicit=src.name not in implicit) for src in layer))
         if self.options.model_control_mode == "poll" and self.options.repository_poll_s > 0:
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def _load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
+    async def load_logged(self, source: ModelSource, override: str | None = None, explicit: bool = True) -> bool:
         """:meth:`_load`, failures recorded and logged instead of raised; returns whether it loaded."""
         try:
             await self._load(source, override, explicit=explicit)
@@ -232,13 +236,13 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             folder = await asyncio.to_thread(write_upload, self.cache_dir / "uploads", name, files)
             source = ModelSource(name, folder, folder.parent, self.options.model_config_name)
         else:
-            sources, _ = await self._scan()
+            sources, _ = await self.scan()
             found = sources.get(name)
             if found is None:  # the client named a model that is not there: 400 (Triton 2.51 answers 500)
                 raise TritonError(Code.INVALID_ARG, f"failed to load '{name}', failed to poll from model repository")
             source = found
         try:
-            await self._load_composing(source, config)
+            await self.dependencies.load_composing(source, config)
             await self._load(source, config, from_request=True)
         except TritonError:
             if files:
@@ -249,7 +253,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             self._uploads[name] = source.path
             if old is not None and old != source.path:
                 shutil.rmtree(old, ignore_errors=True)
-        await self._refresh_users(name)
+        await self.dependencies.refresh_users(name)
 
     async def unload(self, name: str, unload_dependents: bool = False) -> None:
         """``POST /v2/repository/models/<name>/unload``: stop serving ``name``.
@@ -271,10 +275,10 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             if entry is None:
                 return
             entry.waiting = False
-            self._unload_entry(entry)
-        self._unload_users(name)
+            self.unload_entry(entry)
+        self.dependencies.unload_users(name)
         if unload_dependents:
-            self._unload_parts(entry)
+            self.dependencies.unload_parts(entry)
 
     def index(self, ready: bool = False) -> list[dict[str, str]]:
         """``POST /v2/repository/index``: every model of the repositories and its versions' states.
@@ -336,15 +340,15 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
 
     async def poll(self) -> None:
         """Load added models, unload removed ones, reload changed ones (poll mode)."""
-        sources, duplicates = await self._scan()
+        sources, duplicates = await self.scan()
         for name, entry in list(self.models.items()):
             failed = any(st.failed for st in entry.versions.values())
             if name not in sources and (entry.serving or failed):
                 log.info("model '%s' was removed from the repository: unloading", name)
                 async with self._lock(name):
-                    self._unload_entry(entry)
+                    self.unload_entry(entry)
                     entry.fingerprint = None  # put back as it was, it loads again
-                self._unload_users(name)
+                self.dependencies.unload_users(name)
         changed = []
         for name, source in sources.items():
             known = self.models.get(name)
@@ -359,8 +363,8 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     source.name,
                     "added: loading" if source.name not in self.models else "changed: reloading",
                 )
-                if await self._load_logged(source):
-                    await self._refresh_users(source.name, set(names))
+                if await self.load_logged(source):
+                    await self.dependencies.refresh_users(source.name, set(names))
         del duplicates
 
     # -- loading -------------------------------------------------------------------------
@@ -384,7 +388,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             mark = await asyncio.to_thread(fingerprint, source.path)
             gpus = gpu_ids()
             try:
-                config = await asyncio.to_thread(self._read_config, source, override)
+                config = await asyncio.to_thread(self.read_config, source, override)
             except TritonError as exc:
                 _record_refusal(entry, source, mark, exc.message, first)
                 log.error("Poll failed for model directory '%s': %s", name, exc.message)
@@ -405,9 +409,9 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
             if config.platform == normalize.ENSEMBLE:
                 entry.composing = composing_of(config)
                 try:  # against the composing models that serve now; a failure leaves no version, as Triton
-                    ensemble = ensemble_config(name, config, gpus, self.get)
+                    ensemble = ensemble_config(name, config, gpus, self.lookups.get)
                 except TritonError as exc:
-                    self._ensemble_failed(entry, source, override, mark, exc)
+                    self.dependencies.ensemble_failed(entry, source, override, mark, exc)
                     raise TritonError(Code.INVALID_ARG, f"load failed for model '{name}': {exc.message}\n") from None
             versions = versions_to_load(source, config)
             if not versions:
@@ -446,7 +450,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                     merged[v] = VersionStatus.unloaded(v)
             entry.versions = merged
 
-    def _read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
+    def read_config(self, source: ModelSource, override: str | None) -> mc.ModelConfig:
         """The model's config: the JSON ``override`` or ``config.pbtxt`` (see :func:`~.loading.read_model_config`)."""
         return read_model_config(source, override, self.options.auto_complete)
 
@@ -470,7 +474,9 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 if ensemble is not None:
                     log.info("loading: %s:%d", name, status.version)
                     labels = read_labels(source.path, ensemble)
-                    model: Servable = EnsembleModel(name, status.version, str(source.path), ensemble, self.get, labels)
+                    model: Servable = EnsembleModel(
+                        name, status.version, str(source.path), ensemble, self.lookups.get, labels
+                    )
                 else:
                     model = await self._load_retried(name, status.version, source, config, gpus)
                 try:
@@ -520,7 +526,7 @@ class ModelRepositoryManager(ModelLookups, EnsembleDependencies):
                 )
         raise AssertionError("unreachable")
 
-    def _unload_entry(self, entry: ModelEntry) -> None:
+    def unload_entry(self, entry: ModelEntry) -> None:
         """Take every loaded version of ``entry`` out of routing; each drains and stops (UNLOADING).
 
         Versions that had failed to load become "unloaded" too, so they no

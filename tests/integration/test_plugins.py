@@ -21,7 +21,7 @@ class Hello:
         self.server, self.port, self.runner = server, port, None
 
     async def handle(self, request):
-        names = sorted(m.name for m in self.server.repository.loaded_models())
+        names = sorted(m.name for m in self.server.repository.lookups.loaded_models())
         return web.json_response({"models": names, "ready": self.server.ready})
 
     async def start(self):
