@@ -47,12 +47,20 @@ def endpoint_address(frontend: Any) -> tuple[str, int] | None:
 
 
 def endpoint_lines(frontends: Iterable[Any]) -> list[str]:
-    """``"<name> <host>:<port>"`` of each frontend that listens on TCP (the options table's ``endpoints``)."""
+    """``"<name> <host>:<port>"`` of each frontend that listens on TCP (the options table's ``endpoints``).
+
+    A frontend's ``startup_note`` (a str, when it has one) follows on a line of
+    its own, indented: the gRPC endpoint names its transport there
+    (``  transport: native (gRPC C++ 1.51.1)``).
+    """
     out = []
     for frontend in frontends:
         where = endpoint_address(frontend)
         if where is not None:
             out.append(f"{getattr(frontend, 'name', type(frontend).__name__)} {where[0]}:{where[1]}")
+            note = getattr(frontend, "startup_note", None)
+            if isinstance(note, str) and note:
+                out.append(f"  {note}")
     return out
 
 

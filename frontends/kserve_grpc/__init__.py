@@ -16,7 +16,10 @@ limited, as in Triton.
 extra gRPC channel arguments (``"grpc.keepalive_time_ms" = 7200000``);
 ``transport``: ``"auto"`` (default: native when built, else grpc.aio, said
 once in the log), ``"native"`` (an error at start-up when not built) or
-``"aio"``.
+``"aio"``. :func:`transport_choice` says which one serves and why; the
+start-up table shows that line under the endpoint's address, and
+``python -m tritium.frontends.kserve_grpc`` prints it without starting a
+server (docs/grpc_transport.md).
 
 Keepalive and idle connections follow Triton's ``--grpc-keepalive-*`` and
 ``--grpc-http2-*`` flags and tritium's ``--grpc-max-connection-idle-secs``
@@ -29,7 +32,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import grpc
 
 from ...core.api import Code, TritonError, hookimpl
 from .servicer import HealthServicer, InferenceServicer
@@ -39,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("tritium.grpc")
 
-__all__ = ["GRPCFrontend", "tritium_frontend", "TRANSPORTS"]
+__all__ = ["GRPCFrontend", "tritium_frontend", "TRANSPORTS", "TransportChoice", "transport_choice"]
 
 _MAX_MESSAGE = (1 << 31) - 1  # gRPC's limit on a message (INT_MAX)
 
@@ -58,6 +63,41 @@ def load_native_transport() -> tuple[Any, str]:
     return NativeTransport, ""
 
 
+class TransportChoice(NamedTuple):
+    """Which transport serves the endpoint, and the line that names it (see :func:`transport_choice`)."""
+
+    #: ``"native"``, ``"aio"``, or ``""`` when the setting cannot be served (``line`` says why)
+    kind: str
+    #: ``native (gRPC C++ 1.51.1)``, ``grpc.aio (grpcio 1.66.2): <why not native>``, or the refusal
+    line: str
+    #: the :class:`~.native_transport.NativeTransport` class when ``kind`` is ``"native"``
+    native: Any = None
+    #: why the native transport cannot load, when ``"auto"`` fell back to grpc.aio for that reason
+    unavailable: str = ""
+
+
+def transport_choice(setting: str = "auto", tls: bool = False) -> TransportChoice:
+    """The transport ``[frontends.grpc] transport = setting`` gives, with TLS (``--grpc-use-ssl``) or not.
+
+    The line is what the start-up table and the log show: the native transport
+    with the gRPC C++ version it runs on, or grpc.aio with grpcio's version and
+    the reason the native one is not used.
+    """
+    aio = f"grpc.aio (grpcio {grpc.__version__})"
+    if tls:
+        if setting == "native":
+            return TransportChoice("", 'the native transport does not serve TLS; use transport = "auto"')
+        return TransportChoice("aio", f"{aio}: TLS (--grpc-use-ssl) is served by grpc.aio only")
+    if setting == "aio":
+        return TransportChoice("aio", f'{aio}: [frontends.grpc] transport = "aio"')
+    native, reason = load_native_transport()
+    if native is not None:
+        return TransportChoice("native", str(native.name), native)
+    if setting == "native":
+        return TransportChoice("", f"native transport not available ({reason})")
+    return TransportChoice("aio", f"{aio}: native transport not available ({reason})", unavailable=reason)
+
+
 class GRPCFrontend:
     """The gRPC server.
 
@@ -68,7 +108,7 @@ class GRPCFrontend:
     :param options: extra gRPC channel arguments.
     :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (key, value).
     :param transport: ``"auto"``, ``"native"`` or ``"aio"`` (see the module's docs).
-    :param tls: TLS files (:class:`~tritium.core.network.TlsFiles`, ``--grpc-use-ssl``), None: plaintext.
+    :param tls: TLS files (:class:`~tritium.core.settings.network.TlsFiles`, ``--grpc-use-ssl``), None: plaintext.
         TLS is served by the grpc.aio transport.
     :raises TritonError: INVALID_ARG for another ``transport``.
     """
@@ -105,31 +145,29 @@ class GRPCFrontend:
         self.restrictions = dict(restrictions or {})
         self.transport = transport
         self.tls = tls
+        #: the transport that will serve, decided now for the start-up table (before the models load)
+        self.choice = transport_choice(transport, tls is not None)
+        #: shown under the endpoint's address in the start-up table (core/startup.py)
+        self.startup_note = f"transport: {self.choice.line}"
         self._transport: Any = None
 
     def _make_transport(self) -> Any:
         servicer, health = InferenceServicer(self.server), HealthServicer(self.server)
-        if self.tls is not None:
-            if self.transport == "native":
-                raise TritonError(
-                    Code.UNAVAILABLE, 'gRPC: the native transport does not serve TLS; use transport = "auto"'
-                )
-            from .aio_transport import AioTransport
-            from .tls import server_credentials
-
-            aio = AioTransport(servicer, health, self.options, self.restrictions)
-            aio.credentials = server_credentials(self.tls)
-            return aio
-        if self.transport != "aio":
-            native, reason = load_native_transport()
-            if native is not None:
-                return native(servicer, health, self.options, self.restrictions)
-            if self.transport == "native":
-                raise TritonError(Code.UNAVAILABLE, f"gRPC: native transport not available ({reason})")
-            log.warning("gRPC: native transport not available (%s); using grpc.aio", reason)
+        choice = self.choice
+        if not choice.kind:
+            raise TritonError(Code.UNAVAILABLE, f"gRPC: {choice.line}")
+        if choice.kind == "native":
+            return choice.native(servicer, health, self.options, self.restrictions)
+        if choice.unavailable:
+            log.warning("gRPC: native transport not available (%s); using grpc.aio", choice.unavailable)
         from .aio_transport import AioTransport
 
-        return AioTransport(servicer, health, self.options, self.restrictions)
+        aio = AioTransport(servicer, health, self.options, self.restrictions)
+        if self.tls is not None:
+            from .tls import server_credentials
+
+            aio.credentials = server_credentials(self.tls)
+        return aio
 
     async def start(self) -> None:
         """Bind and serve (runs on the core's event loop, while the server starts).
@@ -141,7 +179,7 @@ class GRPCFrontend:
         await transport.start(self.address)
         self._transport = transport
         log.info("Started GRPCInferenceService at %s%s", self.address, " (TLS)" if self.tls is not None else "")
-        log.info("gRPC transport: %s", transport.name)
+        log.info("gRPC transport: %s", self.choice.line)
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; let running ones finish for up to ``grace`` seconds, then close."""

@@ -26,7 +26,7 @@ class Transport:
     :param restrictions: ``--grpc-restricted-protocol`` groups: group -> (header key, value).
     """
 
-    #: what the log calls it ("gRPC transport: <name>")
+    #: how the start-up table and the log name it ("gRPC transport: <name>...", see ``transport_choice``)
     name = ""
 
     def __init__(

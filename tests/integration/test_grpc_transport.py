@@ -30,6 +30,7 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from tests.support.clients import wait_grpc_ready
+from tests.support.grpc_transport import endpoints_cell, transport_line
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -134,8 +135,14 @@ def open_fds(server: ServerProcess) -> int:
 
 # -- both transports ---------------------------------------------------------------------------------
 def test_the_transport_asked_for_is_used(server: ServerProcess) -> None:
-    expected = "native (gRPC C++" if server.transport == "native" else "grpc.aio"  # type: ignore[attr-defined]
+    setting = server.transport  # type: ignore[attr-defined]
+    expected = "native (gRPC C++" if setting == "native" else "grpc.aio"
     assert f"gRPC transport: {expected}" in server.log()
+    # the start-up table says it too, under the endpoint's address, with the version and why
+    line = transport_line(setting)
+    assert line.startswith(expected)
+    assert endpoints_cell(server.log()) == [f"grpc 127.0.0.1:{server.grpc_port}", f"transport: {line}"]
+    assert f"gRPC transport: {line}\n" in server.log()
 
 
 def test_many_concurrent_calls(server: ServerProcess) -> None:

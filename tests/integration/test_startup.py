@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.clients import grpc_call, http_call
 from tests.support.ensembles import add_ensemble, step
+from tests.support.grpc_transport import transport_line
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -104,8 +105,12 @@ def test_options_table(explicit: ServerProcess) -> None:
     assert options["endpoints"].split("\n") == [
         f"http 127.0.0.1:{explicit.http_port}",
         f"grpc 127.0.0.1:{explicit.grpc_port}",
+        # the default transport: native where it is built (scripts/test.sh makes sure it is where
+        # libgrpc++-dev is), else grpc.aio and why
+        f"transport: {transport_line()}",
         f"metrics 127.0.0.1:{explicit.metrics_port}",
     ]
+    assert f"gRPC transport: {transport_line()}\n" in explicit.log()
 
 
 def test_index_states_of_the_odd_cases(explicit: ServerProcess) -> None:

@@ -26,6 +26,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests.support.grpc_transport import endpoints_cell, transport_line
 from tests.support.repo import add_model, identity_config
 from tests.support.server import ServerProcess
 
@@ -269,7 +270,11 @@ def test_garbage_to_grpc_methods_over_tls_is_invalid_argument(tls_server: Server
                 call(b"\xff\xff\xff garbage", timeout=30)
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, info.value.details())
             assert info.value.details().startswith("malformed "), info.value.details()
-    assert "gRPC transport: grpc.aio" in tls_server.log()
+    # the start-up table and the log name grpc.aio, and TLS as the reason the native transport is not used
+    line = transport_line(tls=True)
+    assert line.endswith("): TLS (--grpc-use-ssl) is served by grpc.aio only")
+    assert endpoints_cell(tls_server.log())[1:3] == [f"grpc 127.0.0.1:{tls_server.grpc_port}", f"transport: {line}"]
+    assert f"gRPC transport: {line}\n" in tls_server.log()
 
 
 # -- SIGHUP: the HTTPS endpoint reads its certificate and key again ------------------------------
