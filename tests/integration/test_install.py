@@ -43,7 +43,12 @@ def test_build_has_no_warnings(tree: Path, tmp_path: Path, hook: str) -> None:
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "warning" not in output.replace(str(tmp_path), "").lower(), output
-    wheel = tmp_path / output.split("BUILT ")[-1].strip()
+    # setup.py says on stderr what the gRPC endpoint's native transport is in this build (pip shows it with -v)
+    # (built against gRPC C++ x.y, taken as built in place, or not built and why)
+    native = list((ROOT / "frontends" / "kserve_grpc").glob("_native*.so"))
+    outcomes = ("taken as built in place (",) if native else ("built against gRPC C++ ", "not built (")
+    assert any(f"tritium.frontends.kserve_grpc._native {o}" in done.stderr for o in outcomes), done.stderr
+    wheel = tmp_path / done.stdout.split("BUILT ")[-1].strip()
     if hook == "build_wheel":
         names = zipfile.ZipFile(wheel).namelist()
         assert "tritium/core/backend/native/include/triton/core/tritonbackend.h" in names
