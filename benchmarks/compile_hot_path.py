@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the modules the profile in docs/architecture.md names (paths in the checkout); core/model.py is
+#: the modules the profile in docs/architecture.md names (paths in the checkout); core/model/model.py is
 #: left out: its streaming path is an async generator, which mypyc does not compile
 HOT = [
     "frontends/kserve_http/connection.py",
@@ -53,14 +53,14 @@ HOT = [
     "frontends/kserve_http/messages.py",
     "frontends/kserve_http/context.py",
     "frontends/kserve_http/router.py",
-    "core/input_staging.py",
-    "core/validation.py",
-    "core/response_assembly.py",
-    "core/stats.py",
-    "core/request.py",
-    "core/response.py",
-    "core/types.py",
-    "core/servable.py",
+    "core/model/input_staging.py",
+    "core/model/validation.py",
+    "core/model/response_assembly.py",
+    "core/observability/stats.py",
+    "core/inference/request.py",
+    "core/inference/response.py",
+    "core/inference/types.py",
+    "core/model/servable.py",
     "core/scheduler/base.py",
     "core/scheduler/default.py",
     "core/memory/arena.py",

@@ -18,9 +18,9 @@
  *             the next length prefix.
  *   status 2: after count elements, the next one says `size` bytes but only
  *             `available` follow its prefix.
- * tritium.core.tensor (the BYTES codec) exposes it as scan_bytes_elements;
+ * tritium.core.inference.tensor (the BYTES codec) exposes it as scan_bytes_elements;
  * its callers turn a status into their own messages (Triton's for a request's
- * input in tritium.core.validation.check_bytes_elements).
+ * input in tritium.core.model.validation.check_bytes_elements).
  *
  * join(sequence) -> bytes
  *   The serialized form of a sequence of bytes objects (a gRPC request's
@@ -134,7 +134,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "tritium.core._bytes_elements",
-    "The elements of a BYTES tensor's buffer counted and joined in C (see tritium.core.tensor).", -1, methods,
+    "The elements of a BYTES tensor's buffer counted and joined in C (see tritium.core.inference.tensor).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__bytes_elements(void) { return PyModule_Create(&module); }

@@ -13,23 +13,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .custom_metrics import CustomFamily
 from .errors import Code, TritonError, clip
 from .hookspecs import hookimpl
+from .inference.request import InferenceRequest, InferInput, RequestedOutput
+from .inference.response import InferenceResponse, OutputTensor
+from .inference.tensor import deserialize_bytes, join_bytes_elements, serialize_bytes
+from .inference.types import by_config_name, by_name
 from .memory.cuda import CudaRef
 from .memory.pool import SharedBlock
 from .memory.regions import RegionKind, ShmRef
-from .network import BodyBudget, TlsFiles
-from .options import ServerOptions
-from .request import InferenceRequest, InferInput, RequestedOutput
-from .response import InferenceResponse, OutputTensor
-from .servable import Cancellable, Done, Servable, refuse_decoupled
+from .model.servable import Cancellable, Done, Servable, refuse_decoupled
+from .observability.custom_metrics import CustomFamily
+from .observability.stats import LatencySummary, MemoryMetrics, MetricsSnapshot, ModelMetrics
 from .server import InferenceServer
 from .server_api import ServerAPI
-from .stats import LatencySummary, MemoryMetrics, MetricsSnapshot, ModelMetrics
-from .tensor import deserialize_bytes, join_bytes_elements, serialize_bytes
+from .settings.network import BodyBudget, TlsFiles
+from .settings.options import ServerOptions
 from .tracing.trace import Trace
-from .types import by_config_name, by_name
 
 __all__ = [
     "ServerAPI",

@@ -21,27 +21,23 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .bls import BlsRouter
 from .cache import open_cache
-from .composition import read_composition
-from .custom_metrics import CustomFamily
-from .custom_metrics import collect as collect_custom_metrics
 from .errors import Code, TritonError
 from .hookspecs import Frontend
-from .logging import log_manager
+from .inference.request import InferenceRequest
+from .inference.response import InferenceResponse
+from .inference.tensor_metadata import tensor_metadata
 from .memory.cuda import CudaRef, CudaSharedMemoryManager
 from .memory.pool import SharedBlock, TensorPool
 from .memory.regions import RegionKind, ShmRef
 from .memory.shm_region import SharedMemoryManager
+from .model.bls import BlsRouter
+from .model.servable import Cancellable, Done, Servable
 from .model_repository.manager import ModelRepositoryManager
-from .network import BodyBudget
-from .options import ServerOptions, default_backend_directory
-from .plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
-from .request import InferenceRequest
-from .response import InferenceResponse
-from .servable import Cancellable, Done, Servable
-from .startup import check_ports, endpoint_lines, model_table, options_table, protobuf_warning
-from .stats import (
+from .observability.custom_metrics import CustomFamily
+from .observability.custom_metrics import collect as collect_custom_metrics
+from .observability.logging import log_manager
+from .observability.stats import (
     MemoryMetrics,
     MetricsSnapshot,
     WorkerMetrics,
@@ -49,7 +45,11 @@ from .stats import (
     model_metrics,
     parse_metrics_config,
 )
-from .tensor_metadata import tensor_metadata
+from .settings.composition import read_composition
+from .settings.network import BodyBudget
+from .settings.options import ServerOptions, default_backend_directory
+from .settings.plugins import create_frontends, default_plugins_file, load_plugin_settings, with_settings
+from .startup import check_ports, endpoint_lines, model_table, options_table, protobuf_warning
 from .tracing import Tracer
 from .tracing.requests import begin_trace, traced_done
 from .tracing.trace import Trace
@@ -293,7 +293,7 @@ class InferenceServer:
 
         A frontend that receives an inference request's body here, and builds the
         request with :attr:`InferenceRequest.buffer` set to it and the inputs'
-        :attr:`~tritium.core.request.InferInput.buffer_offset`, has the inputs go to
+        :attr:`~tritium.core.inference.request.InferInput.buffer_offset`, has the inputs go to
         the worker without a copy. The caller holds one reference and releases it
         (``buffer.release()``) once the response is sent or the request abandoned.
 
@@ -376,7 +376,7 @@ class InferenceServer:
             if not self._inflight:
                 self._idle.set()
 
-    # -- the metrics endpoint's view (plain data, built in core/stats.py) ----------------------
+    # -- the metrics endpoint's view (plain data, built in core/observability/stats.py) ----------------------
     def metrics_snapshot(self) -> MetricsSnapshot:
         """The figures of Triton's metrics endpoint, read now: every READY model version (by
         name, then version) and the core's shared memory. Event loop thread."""

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .custom_metrics import CustomFamily
+    from .inference.request import InferenceRequest
+    from .inference.response import InferenceResponse
     from .memory.cuda import CudaRef
     from .memory.pool import SharedBlock
     from .memory.regions import RegionKind, ShmRef
-    from .network import BodyBudget
-    from .options import ServerOptions
-    from .request import InferenceRequest
-    from .response import InferenceResponse
-    from .servable import Cancellable, Done, Servable
-    from .stats import MetricsSnapshot
+    from .model.servable import Cancellable, Done, Servable
+    from .observability.custom_metrics import CustomFamily
+    from .observability.stats import MetricsSnapshot
+    from .settings.network import BodyBudget
+    from .settings.options import ServerOptions
     from .tracing.trace import Trace
 
 __all__ = ["ServerAPI"]

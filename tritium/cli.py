@@ -23,7 +23,7 @@ from . import __version__
 from .cli_cloud import add_cloud_flags, cloud_settings, default_model_repositories
 from .cli_network import add_network_flags, network_settings
 from .cli_triton import add_triton_flags, triton_notes
-from .core.network import DEFAULT_MAX_REQUEST_BYTES
+from .core.settings.network import DEFAULT_MAX_REQUEST_BYTES
 
 log = logging.getLogger("tritium.server")
 
@@ -222,10 +222,10 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
-        from .core.composition import describe, read_composition
         from .core.errors import TritonError
-        from .core.options import default_backend_directory
-        from .core.plugins import default_plugins_file, load_plugin_settings
+        from .core.settings.composition import describe, read_composition
+        from .core.settings.options import default_backend_directory
+        from .core.settings.plugins import default_plugins_file, load_plugin_settings
 
         try:
             composition = read_composition(load_plugin_settings(), default_plugins_file().parent)
@@ -460,12 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
-    """Parse the command line into :class:`~tritium.core.options.ServerOptions`.
+    """Parse the command line into :class:`~tritium.core.settings.options.ServerOptions`.
 
     Exits with status 2 and a message for unknown flags, bad values and
     flags of features not built yet.
     """
-    from .core.options import ServerOptions
+    from .core.settings.options import ServerOptions
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -507,7 +507,7 @@ def parse_args(argv: Sequence[str] | None = None):  # type: ignore[no-untyped-de
         parser.error(str(exc))
     if args.metrics_interval_ms < 1:
         parser.error("--metrics-interval-ms must be >= 1")
-    from .core.stats import parse_metrics_config
+    from .core.observability.stats import parse_metrics_config
 
     try:
         parse_metrics_config(dict(args.metrics_config))
@@ -598,7 +598,7 @@ def install_logging(args: Any) -> None:
 
     :raises TritonError: INVALID_ARG for a log file that cannot be opened.
     """
-    from .core.logging import LogManager
+    from .core.observability.logging import LogManager
 
     LogManager.from_args(args).install()
 

@@ -1,4 +1,4 @@
-"""``tritium-server``'s flags for limits, timeouts, worker health checks, gRPC keepalive and TLS (:class:`~tritium.core.network.NetworkSettings`).
+"""``tritium-server``'s flags for limits, timeouts, worker health checks, gRPC keepalive and TLS (:class:`~tritium.core.settings.network.NetworkSettings`).
 
 The gRPC flags are Triton's (same names, units and defaults: keepalive in
 milliseconds, ``--grpc-use-ssl`` and its certificate flags); the HTTP ones
@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .core.network import (
+from .core.settings.network import (
     DEFAULT_HTTP_MAX_CONNECTIONS,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     DEFAULT_MAX_JSON_BYTES,

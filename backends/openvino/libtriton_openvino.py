@@ -49,7 +49,7 @@ from tritium.core.backend.framework import (
     run_batched,
 )
 from tritium.core.errors import Code, TritonError
-from tritium.core.types import from_numpy
+from tritium.core.inference.types import from_numpy
 
 _HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 _PRECISIONS = ("f32", "bf16", "f16")

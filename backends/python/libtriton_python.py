@@ -58,8 +58,8 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 
 from tritium.core.backend.api import Model, ModelInstance, Request  # noqa: E402
 from tritium.core.errors import Code, TritonError  # noqa: E402
+from tritium.core.inference.types import by_config_name  # noqa: E402
 from tritium.core.model_repository.paths import safe_join  # noqa: E402
-from tritium.core.types import by_config_name  # noqa: E402
 
 # No TRITONBACKEND_THREADED: the worker switches to threaded receiving by itself for a
 # decoupled model (at instance initialization) and at a model's first BLS request, so a

@@ -34,7 +34,7 @@ from c_python_backend_utils import (  # noqa: F401  (re-exported for model code)
 )
 
 from tritium.core.errors import TritonError as _CodecError
-from tritium.core.tensor import TRUNCATED_PREFIX, deserialize_bytes, join_bytes_elements, scan_bytes_elements
+from tritium.core.inference.tensor import TRUNCATED_PREFIX, deserialize_bytes, join_bytes_elements, scan_bytes_elements
 
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from tritium.core import devices
 from tritium.core.backend.api import Model, ModelInstance, Request
 from tritium.core.backend.batch_io import BatchIO
 from tritium.core.backend.framework import autocomplete_io, check_io, model_file, run_batched
 from tritium.core.errors import Code, TritonError
+from tritium.core.model import devices
 
 #: TensorRT DataType names -> model-config datatypes
 _TRT_TO_CONFIG = {

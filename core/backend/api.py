@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import Code, TritonError
-from ..instance_groups import passive_instances
+from ..model.instance_groups import passive_instances
 
 __all__ = [
     "API_VERSION",

@@ -19,15 +19,15 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError
-from ..request import InferenceRequest
-from ..response import InferenceResponse
-from ..servable import Cancellable, Done, Servable, submit_as_task
+from ..inference.request import InferenceRequest
+from ..inference.response import InferenceResponse
+from ..model.servable import Cancellable, Done, Servable, submit_as_task
 from .base import CacheEntry, ResponseCache, request_key
 from .local import LocalCache
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..stats import ModelStats
-    from ..validation import ModelSignature
+    from ..model.validation import ModelSignature
+    from ..observability.stats import ModelStats
 
 log = logging.getLogger("tritium.cache")
 
@@ -136,10 +136,10 @@ def check_cacheable(config: Mapping[str, Any]) -> bool:
 
 
 class CachedModel:
-    """A model version behind the response cache: a :class:`~tritium.core.servable.Servable` whose
+    """A model version behind the response cache: a :class:`~tritium.core.model.servable.Servable` whose
     requests go to the cache first; everything but inference is the model's own.
 
-    :param model: the model version (a :class:`~tritium.core.model.Model` or an ensemble).
+    :param model: the model version (a :class:`~tritium.core.model.model.Model` or an ensemble).
     :param cache: the server's cache.
     """
 

@@ -15,8 +15,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..request import InferenceRequest
-from ..response import InferenceResponse, OutputTensor
+from ..inference.request import InferenceRequest
+from ..inference.response import InferenceResponse, OutputTensor
 
 __all__ = ["CacheEntry", "ResponseCache", "request_key"]
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, TritonError
-from ..request import InferenceRequest, InferInput
-from ..response import InferenceResponse, OutputTensor
+from ..inference.request import InferenceRequest, InferInput
+from ..inference.response import InferenceResponse, OutputTensor
 from .validation import Step, step_version
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..servable import Servable
+    from ..model.servable import Servable
 
 __all__ = ["EnsembleRun", "Value"]
 

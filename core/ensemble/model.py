@@ -1,6 +1,6 @@
 """An ensemble model version: a model whose "backend" is the core running its steps.
 
-``EnsembleModel`` is a :class:`~tritium.core.servable.Servable` (name,
+``EnsembleModel`` is a :class:`~tritium.core.model.servable.Servable` (name,
 version, config, readiness, statistics, ``submit`` / ``infer`` /
 ``infer_stream``) without any worker of its own. Each request is checked against the ensemble's config, then run by
 an :class:`~.executor.EnsembleRun` whose steps call the composing models'
@@ -23,12 +23,12 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from ..classification import classify_output
 from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest
+from ..inference.response import InferenceResponse
 from ..memory.staging import deliver_output, stage_input
-from ..request import InferenceRequest
-from ..response import InferenceResponse
-from ..servable import (
+from ..model.classification import classify_output
+from ..model.servable import (
     Cancellable,
     Done,
     Servable,
@@ -38,8 +38,8 @@ from ..servable import (
     refuse_decoupled,
     submit_as_task,
 )
-from ..stats import ModelStats
-from ..validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
+from ..model.validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
+from ..observability.stats import ModelStats
 from .executor import EnsembleRun
 from .validation import step_version, steps_of
 

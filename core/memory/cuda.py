@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import gpu_ids
 from ..errors import Code, TritonError
+from ..model.devices import gpu_ids
 from .regions import RegisteredRegion, check_window
 
 log = logging.getLogger("tritium.shared_memory")

@@ -2,7 +2,7 @@
 
 A model's own request path passes region descriptors to its worker (system
 regions) or copies once into the arena (CUDA regions); see
-:mod:`tritium.core.model`. An ensemble instead hands tensors from step to
+:mod:`tritium.core.model.model`. An ensemble instead hands tensors from step to
 step inside the core, so its inputs are read out of their regions once when
 the request arrives (:func:`stage_input`) and its outputs asked into regions
 are written there when its response is ready (:func:`deliver_output`).
@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 
 from ..errors import Code, TritonError
-from ..request import InferInput
-from ..response import OutputTensor
+from ..inference.request import InferInput
+from ..inference.response import OutputTensor
 from .cuda import CudaRef
 from .shm_region import ShmRef, output_region_too_small
 

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..servable import Servable
+    from ..model.servable import Servable
     from .repository import ModelSource
 
 __all__ = [

@@ -5,7 +5,7 @@
 :func:`ensemble_config` checks an ensemble against its composing models;
 :func:`load_version` checks the backend against the server's composition
 (``build.py``), starts a version's instances (through
-:func:`~tritium.core.model_loading.load_model`), runs its ``model_warmup``
+:func:`~tritium.core.model.launch.load_model`), runs its ``model_warmup``
 samples and returns it ready to serve; :func:`behind_cache` puts it behind
 the response cache. The repository manager decides when a version becomes
 visible and moves its state (:mod:`.lifecycle`). Runs on the core's event loop.
@@ -23,22 +23,22 @@ from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..cache import CachedModel, ResponseCache, check_cacheable
-from ..composition import check_backend
-from ..devices import gpu_ids
 from ..ensemble import check_composing, check_scheduling
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
-from ..model import Model
+from ..model.devices import gpu_ids
+from ..model.instance import InstanceOptions
+from ..model.launch import load_model
+from ..model.model import Model
+from ..model.servable import Servable
+from ..model.warmup import run_warmup
 from ..model_config import normalize
 from ..model_config.checks import check_batch_strategy
 from ..model_config.parser import config_from_dict, config_to_dict, read_config_file
 from ..model_config.unsupported import refuse_unsupported
-from ..model_instance import InstanceOptions
-from ..model_loading import load_model
-from ..options import ServerOptions
-from ..progress import still_running
-from ..servable import Servable
-from ..warmup import run_warmup
+from ..observability.progress import still_running
+from ..settings.composition import check_backend
+from ..settings.options import ServerOptions
 from ..worker.environment import PARAMETER as ENVIRONMENT_PARAMETER
 from ..worker.environment import resolve_environment
 from ..worker.placement import isolation_policy

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Code, TritonError, clip
-from ..servable import Servable
+from ..model.servable import Servable
 from .lifecycle import ModelEntry, ModelState
 
 __all__ = ["ModelLookups"]

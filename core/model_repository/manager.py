@@ -30,15 +30,15 @@ from typing import Any
 
 from ...proto import model_config_pb2 as mc
 from ..cache import ResponseCache
-from ..devices import gpu_ids
 from ..ensemble import EnsembleModel
 from ..errors import Code, TritonError
 from ..memory.pool import TensorPool
+from ..model.devices import gpu_ids
+from ..model.instance import InstanceOptions
+from ..model.servable import Servable
 from ..model_config import normalize
-from ..model_instance import InstanceOptions
-from ..options import ServerOptions
 from ..scheduler.rate_limiter import RateLimiter
-from ..servable import Servable
+from ..settings.options import ServerOptions
 from ..worker.supervisor import WorkerSupervisor
 from .dependencies import EnsembleDependencies, closure, composing_of, composing_of_source, load_layers
 from .lifecycle import NOT_LOADED, UNLOADED, ModelEntry, ModelState, VersionStatus

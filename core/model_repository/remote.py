@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Code, TritonError
-from ..progress import Progress
+from ..observability.progress import Progress
 from .paths import check_model_name, safe_join
 
 log = logging.getLogger("tritium.repository")

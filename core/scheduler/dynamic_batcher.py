@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import Code, TritonError
-from ..validation import request_prefix
+from ..model.validation import request_prefix
 from .base import Batch, Executor, Payload, QueueFull, Rejected, admit, cancelled_error, no_instance_error
 from .priority_queue import PriorityQueue, policy_from_config
 

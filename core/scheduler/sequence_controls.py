@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import Code, TritonError
+from ..inference.tensor import serialize_bytes
+from ..inference.types import by_config_name
 from ..model_repository.paths import safe_join
-from ..tensor import serialize_bytes
-from ..types import by_config_name
 
 __all__ = ["Control", "StateSpec", "parse_controls", "parse_state", "control_bytes"]
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..request import InferenceRequest
+from ..inference.request import InferenceRequest
 from . import Tracer
 from .trace import Trace
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import deserialize_bytes
-from ..types import by_name
+from ..inference.tensor import deserialize_bytes
+from ..inference.types import by_name
 
 __all__ = ["Trace", "tensor_json"]
 

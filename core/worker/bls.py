@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import Code, TritonError
-from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
-from ..types import by_name, from_numpy
+from ..inference.tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
+from ..inference.types import by_name, from_numpy
 from .protocol import Kind
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import Code, TritonError
 from ..model_repository.paths import escapes_root
-from ..progress import Progress
+from ..observability.progress import Progress
 
 log = logging.getLogger("tritium.repository")
 

@@ -1,6 +1,6 @@
 """The core's end of a worker's stderr pipe: each line goes to the core's log (core process, event loop).
 
-Workers write their log records as :data:`~tritium.core.logging.WORKER_RECORD` lines; anything
+Workers write their log records as :data:`~tritium.core.observability.logging.WORKER_RECORD` lines; anything
 else they print (a model's ``print``, a traceback written by the interpreter as it dies) is
 relayed as information. Lines are read with a bound: a longer line is cut into pieces of
 :data:`MAX_LINE` bytes, so a model printing without newlines cannot grow the core's memory.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from ..logging import relay_worker_line
+from ..observability.logging import relay_worker_line
 
 __all__ = ["relay_worker_log", "MAX_LINE"]
 

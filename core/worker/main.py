@@ -35,10 +35,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import Code, TritonError
-from ..logging import configure_worker_logging, set_worker_log_context
 from ..memory.arena import Arena, Segment, SegmentTable
 from ..memory.region_map import RegionTable
 from ..memory.shm_region import is_region_id
+from ..observability.logging import configure_worker_logging, set_worker_log_context
 from . import bls, metric_cells
 from .cancel_board import CancelBoard
 from .channel import BlockingChannel

@@ -26,10 +26,10 @@ import numpy as np
 
 from ..backend.api import Request
 from ..errors import Code, TritonError
+from ..inference.tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
+from ..inference.types import DataType, by_config_name, by_name, element_count, from_numpy
 from ..memory.arena import EMPTY_SEGMENT, Block
 from ..memory.shm_region import is_region_id, output_region_too_small
-from ..tensor import serialize_bytes, serialized_bytes_size, tensor_from_buffer
-from ..types import DataType, by_config_name, by_name, element_count, from_numpy
 from .protocol import ExecuteRequest, Kind, ResponseFlag
 
 if TYPE_CHECKING:  # pragma: no cover

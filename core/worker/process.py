@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..custom_metrics import WorkerCustomMetrics
 from ..errors import Code, TritonError
-from ..logging import log_manager
 from ..memory.arena import Segment
 from ..memory.pool import TensorPool
+from ..observability.custom_metrics import WorkerCustomMetrics
+from ..observability.logging import log_manager
 from .cancel_board import CancelBoard
 from .channel import AsyncChannel
 from .heartbeat import Heartbeat
@@ -51,7 +51,7 @@ class WorkerExited(TritonError):
 
 
 class BlsHandler(Protocol):
-    """Runs the BLS requests a worker sends (see :mod:`tritium.core.bls`)."""
+    """Runs the BLS requests a worker sends (see :mod:`tritium.core.model.bls`)."""
 
     def start(self, worker: WorkerProcess, call_id: int, request: dict[str, Any]) -> None: ...
 

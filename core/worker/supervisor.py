@@ -10,7 +10,7 @@ The supervisor checks each worker's health (PING between batches, the heartbeat 
 while it executes; one that does not answer within the ping timeout is killed) and, when a
 worker goes away, tells every instance placed in it: each fails its requests in flight,
 leaves scheduling and restarts with back-off in a new worker of the same placement
-(:mod:`~tritium.core.model_instance`). Core process, event loop.
+(:mod:`~tritium.core.model.instance`). Core process, event loop.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .process import BlsHandler, WorkerProcess
 
 
 class WorkerSettings(Protocol):
-    """What starting and watching a worker takes (``InstanceOptions`` of :mod:`~tritium.core.model_instance`)."""
+    """What starting and watching a worker takes (``InstanceOptions`` of :mod:`~tritium.core.model.instance`)."""
 
     python: str
     log_verbose: int

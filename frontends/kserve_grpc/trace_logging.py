@@ -3,7 +3,7 @@
 The messages carry each setting as a ``SettingValue``: a list of strings for
 trace settings (an empty list clears a setting), a bool, uint32 or string
 for log settings. The settings themselves are the core's
-(:class:`~tritium.core.tracing.Tracer`, :class:`~tritium.core.logging.LogManager`);
+(:class:`~tritium.core.tracing.Tracer`, :class:`~tritium.core.observability.logging.LogManager`);
 a bad value is INVALID_ARGUMENT with Triton's message, ``trace_file`` and
 ``log_file`` are UNIMPLEMENTED, as in Triton. Runs on the core's event loop.
 """

@@ -53,7 +53,7 @@ class HTTPFrontend:
     :param max_request_bytes: request body limit (larger bodies get 413).
     :param restrictions: ``--http-restricted-api`` groups: group -> (header, value).
     :param timeouts: header, body and keep-alive idle timeouts (:class:`~.connection_table.HttpTimeouts`).
-    :param tls: HTTPS files (:class:`~tritium.core.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
+    :param tls: HTTPS files (:class:`~tritium.core.settings.network.TlsFiles`, ``--http-use-ssl``), None: plain HTTP.
     :param max_json_bytes: the largest JSON part of an inference request (0: ``max_request_bytes``);
         JSON becomes Python objects, so it is bounded more tightly than binary data (413).
     :param max_decompressed_bytes: the most a compressed body may inflate to (0: ``max_request_bytes``;

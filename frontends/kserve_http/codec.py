@@ -2,9 +2,9 @@
 
 Everything here is transport-free and synchronous: :func:`parse_infer_request`
 turns an HTTP body (a JSON header, optionally followed by binary tensor
-data) into an :class:`~tritium.core.request.InferenceRequest`;
+data) into an :class:`~tritium.core.inference.request.InferenceRequest`;
 :func:`render_infer_response` turns an
-:class:`~tritium.core.response.InferenceResponse` into the JSON header and
+:class:`~tritium.core.inference.response.InferenceResponse` into the JSON header and
 the list of binary output buffers to send after it.
 
 Triton 2.51's HTTP endpoint (``http_server.cc``) is the reference: the order
@@ -432,7 +432,7 @@ def parse_infer_request(
     """Parse an inference request body: the JSON header, then the binary data it sizes.
 
     :param body: the whole (decompressed) body; binary inputs are slices of it, with
-        their :attr:`~tritium.core.request.InferInput.buffer_offset` set.
+        their :attr:`~tritium.core.inference.request.InferInput.buffer_offset` set.
     :param header_length: bytes of JSON header at its start (> 0).
     :param regions: resolves tensors given in registered shared-memory regions
         (None: no region exists).

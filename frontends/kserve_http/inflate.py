@@ -4,7 +4,7 @@ What one compressed request may cost is bounded twice: its inflated size by
 ``--max-decompressed-request-bytes`` (64 MiB by default, never above
 ``--max-request-bytes``; 413 past it), and the inflated bytes are taken from
 the server's in-flight budget (``--max-inflight-request-bytes``,
-:class:`~tritium.core.network.BodyBudget`) as they grow, so that many
+:class:`~tritium.core.settings.network.BodyBudget`) as they grow, so that many
 compression bombs at once are refused (503 with ``Retry-After``) before they
 hold more than the budget. Runs on the event loop (small bodies) or on a
 parse thread (see :mod:`.routes`).

@@ -30,7 +30,7 @@ class HttpRequest:
         core's arena (:class:`~tritium.core.memory.pool.SharedBlock`, one reference
         held by the connection until the response is sent), else None.
     :ivar job: what cancels the work a handler started for it (``job.cancel()``: an
-        inference request, :class:`~tritium.core.servable.Cancellable`), called when the
+        inference request, :class:`~tritium.core.model.servable.Cancellable`), called when the
         client closes its connection before the answer; None: nothing to cancel.
     :ivar hold: what the request holds of the in-flight budget besides its body (an inflated
         body: :class:`~.inflate.BudgetHold`), released by the connection with the response; or None.

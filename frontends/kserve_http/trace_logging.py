@@ -2,7 +2,7 @@
 
 ``GET/POST /v2/trace/setting``, ``GET/POST /v2/models/<m>[/versions/<v>]/trace/setting``
 (the settings of :class:`~tritium.core.tracing.Tracer`) and ``GET/POST /v2/logging``
-(:class:`~tritium.core.logging.LogManager`). Answers are Triton's JSON; a bad value is
+(:class:`~tritium.core.observability.logging.LogManager`). Answers are Triton's JSON; a bad value is
 400 with Triton's message, ``trace_file``/``log_file`` are 501 as in Triton. Where Triton
 answers 500 for a client's mistake (a body that is not JSON, a value of the wrong JSON
 type), tritium answers 400 (docs/compatibility.md). Runs on the core's event loop.

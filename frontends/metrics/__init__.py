@@ -2,7 +2,7 @@
 
 Per-model counters under Triton's names, units and labels
 (``nv_inference_request_success{model="m",version="1"}``, ...), computed at
-scrape time from the same :class:`~tritium.core.stats.ModelStats` objects the
+scrape time from the same :class:`~tritium.core.observability.stats.ModelStats` objects the
 statistics extension reports, so the two never disagree. Plus tritium's own
 gauges of shared-memory arena use and instance restarts.
 """

@@ -159,7 +159,7 @@ class TritiumArgs(BaseModel):
         return argv
 
     def server_options(self) -> Any:
-        """The :class:`~tritium.core.options.ServerOptions` of :meth:`server_argv`.
+        """The :class:`~tritium.core.settings.options.ServerOptions` of :meth:`server_argv`.
 
         :raises ValueError: with ``tritium-server``'s message for a flag it refuses.
         """
@@ -205,7 +205,7 @@ class TritiumArgs(BaseModel):
 
 
 def parse_server_argv(argv: list[str]) -> Any:
-    """``tritium-server``'s parser over ``argv``: its :class:`~tritium.core.options.ServerOptions`.
+    """``tritium-server``'s parser over ``argv``: its :class:`~tritium.core.settings.options.ServerOptions`.
 
     :raises ValueError: with the parser's message (it would exit with status 2).
     """

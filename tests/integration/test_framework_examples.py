@@ -25,7 +25,7 @@ import tritonclient.http as httpclient
 
 from tests.support import framework_models as fm
 from tests.support.server import ServerProcess
-from tritium.core.devices import gpu_ids
+from tritium.core.model.devices import gpu_ids
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "examples"))

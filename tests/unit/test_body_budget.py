@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritium.core import Code
-from tritium.core.network import BodyBudget
+from tritium.core.settings.network import BodyBudget
 
 
 def test_the_default_is_four_requests_at_the_limit_and_never_less_than_one() -> None:

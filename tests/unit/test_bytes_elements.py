@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritium.core import tensor, validation
 from tritium.core.errors import Code, TritonError
-from tritium.core.request import InferenceRequest, InferInput
+from tritium.core.inference import tensor
+from tritium.core.inference.request import InferenceRequest, InferInput
+from tritium.core.model import validation
 
 native = pytest.importorskip("tritium.core._bytes_elements", reason="the C scan was not built (no C compiler)")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tritium.core.classification import classify
-from tritium.core.tensor import deserialize_bytes
+from tritium.core.inference.tensor import deserialize_bytes
+from tritium.core.model.classification import classify
 
 LABELS = ["cat", "dog", "bird", "fish", "horse"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tritium.cli import parse_args
-from tritium.core.network import DEFAULT_MAX_REQUEST_BYTES, TlsFiles
+from tritium.core.settings.network import DEFAULT_MAX_REQUEST_BYTES, TlsFiles
 
 
 def options(*flags: str):  # type: ignore[no-untyped-def]

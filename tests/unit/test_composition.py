@@ -1,4 +1,4 @@
-"""core/composition.py: the [backends] table of plugins.toml and the refusal of other backends."""
+"""core/settings/composition.py: the [backends] table of plugins.toml and the refusal of other backends."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tritium.core.composition import Composition, check_backend, describe, read_composition
 from tritium.core.errors import Code, TritonError
+from tritium.core.settings.composition import Composition, check_backend, describe, read_composition
 
 
 def test_a_plain_install_is_not_composed(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tritium.core.custom_metrics import WorkerCustomMetrics, collect
 from tritium.core.errors import TritonError
 from tritium.core.memory.arena import Segment, SegmentTable
+from tritium.core.observability.custom_metrics import WorkerCustomMetrics, collect
 from tritium.core.worker.metric_cells import COUNTER, GAUGE, HISTOGRAM
 from tritium.core.worker.protocol import Kind
 

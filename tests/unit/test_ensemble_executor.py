@@ -12,8 +12,8 @@ import pytest
 from tritium.core.ensemble.executor import EnsembleRun
 from tritium.core.ensemble.validation import steps_of
 from tritium.core.errors import Code, TritonError
-from tritium.core.request import InferenceRequest, InferInput
-from tritium.core.response import InferenceResponse, OutputTensor
+from tritium.core.inference.request import InferenceRequest, InferInput
+from tritium.core.inference.response import InferenceResponse, OutputTensor
 
 
 class FakeModel:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritium.core import Code, TritonError
-from tritium.core.model import failure_reason
+from tritium.core.model.model import failure_reason
 from tritium.core.scheduler.base import Rejected
 
 

@@ -12,7 +12,7 @@ from tritium.core.worker.protocol import FRAMES, ExecuteRequest, FrameDecoder, K
 CORE = Path(__file__).resolve().parents[2] / "core"
 #: the modules that send and receive frames, by process
 WORKER_SIDE = ["worker/main.py", "worker/outputs.py", "worker/bls.py", "worker/metric_cells.py"]
-CORE_SIDE = ["worker/process.py", "bls.py", "model_instance.py"]
+CORE_SIDE = ["worker/process.py", "model/bls.py", "model/instance.py"]
 
 
 def _kinds_named(files: list[str]) -> set[Kind]:

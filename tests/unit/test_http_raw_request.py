@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tritium.core.errors import Code, TritonError
-from tritium.core.tensor import deserialize_bytes
+from tritium.core.inference.tensor import deserialize_bytes
 from tritium.frontends.kserve_http.codec import raw_infer_request
 
 

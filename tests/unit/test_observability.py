@@ -9,8 +9,8 @@ import math
 import pytest
 
 from tritium.core.errors import Code, TritonError
-from tritium.core.logging import WORKER_RECORD, LogManager, TritonFormatter, relay_worker_line
-from tritium.core.stats import LatencySummaries, parse_metrics_config
+from tritium.core.observability.logging import WORKER_RECORD, LogManager, TritonFormatter, relay_worker_line
+from tritium.core.observability.stats import LatencySummaries, parse_metrics_config
 from tritium.core.tracing import Tracer, TraceSettings, parse_trace_config
 from tritium.frontends.metrics.system import read_cpu_times, read_memory
 

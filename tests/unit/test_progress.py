@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tritium.core import progress as pg
+from tritium.core.observability import progress as pg
 
 
 class Clock:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tritium.core.errors import Code, TritonError
-from tritium.core.stats import MemoryMetrics, MetricsSnapshot
+from tritium.core.observability.stats import MemoryMetrics, MetricsSnapshot
 from tritium.integrations.ray_serve.agent import ReplicaAgent
 from tritium.integrations.ray_serve.aggregate import merge_statistics, render_metrics
 from tritium.integrations.ray_serve.args import Settings, TritiumArgs

@@ -1,8 +1,8 @@
-"""core/reshape.py: the config's reshape maps, as Triton's Normalize and response outputs apply them."""
+"""core/model/reshape.py: the config's reshape maps, as Triton's Normalize and response outputs apply them."""
 
 from __future__ import annotations
 
-from tritium.core.reshape import Reshape, reshapes
+from tritium.core.model.reshape import Reshape, reshapes
 
 
 def test_no_reshape_costs_nothing() -> None:

@@ -10,7 +10,7 @@ import pytest
 from tritium.core.cache import LocalCache, open_cache, parse_cache_setting, request_key
 from tritium.core.cache.base import CacheEntry
 from tritium.core.errors import TritonError
-from tritium.core.request import InferenceRequest, InferInput, RequestedOutput
+from tritium.core.inference.request import InferenceRequest, InferInput, RequestedOutput
 
 
 def _request(x: np.ndarray, name: str = "INPUT0", **parameters) -> InferenceRequest:

@@ -7,15 +7,15 @@ import struct
 import numpy as np
 import pytest
 
-from tritium.core import tensor
 from tritium.core.errors import Code, TritonError
-from tritium.core.tensor import (
+from tritium.core.inference import tensor
+from tritium.core.inference.tensor import (
     deserialize_bytes,
     join_bytes_elements,
     serialize_bytes,
     tensor_from_buffer,
 )
-from tritium.core.types import BYTES, by_name
+from tritium.core.inference.types import BYTES, by_name
 
 
 def test_bytes_round_trip_keeps_nul_and_non_utf8_bytes():

@@ -21,9 +21,9 @@ import pytest
 
 from tests.support.fake_cuda import FakeCudaRuntime
 from tests.support.fake_tensorrt import fake_tensorrt_module, plan
-from tritium.core import devices
 from tritium.core.backend.api import Backend, Model, ModelInstance, Request
 from tritium.core.errors import TritonError
+from tritium.core.model import devices
 
 ROOT = Path(__file__).resolve().parents[2]
 

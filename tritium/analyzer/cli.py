@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..core.errors import TritonError
-from ..core.progress import Progress
+from ..core.observability.progress import Progress
 from ..perf import PerfAnalyzerError, perf_analyzer_command
 from .report import Constraints, write_report
 from .run import Result, measure_candidate
@@ -105,7 +105,7 @@ def _space(args: argparse.Namespace) -> Space:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tritium-analyzer``. Exit status: 0 a configuration met the constraints,
     1 none did (the report says so), 2 bad arguments or nothing could be measured."""
-    from ..core.logging import configure_logging
+    from ..core.observability.logging import configure_logging
 
     args = build_parser().parse_args(argv)
     configure_logging()

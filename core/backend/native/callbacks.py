@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...errors import Code, TritonError
-from ...tensor import tensor_from_buffer
-from ...types import DATATYPES, DataType, element_count
+from ...inference.tensor import tensor_from_buffer
+from ...inference.types import DATATYPES, DataType, element_count
 from ..api import Request
 from .build import load_shim
 

@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import Code, TritonError
-from ...tensor import serialize_bytes
-from ...types import DataType, by_config_name, from_numpy
+from ...inference.tensor import serialize_bytes
+from ...inference.types import DataType, by_config_name, from_numpy
 from ..api import Backend, Model, ModelInstance, Request
 from .build import load_shim
 from .callbacks import _registry, _Request, _take_error, install_callbacks, log_levels

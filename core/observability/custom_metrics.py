@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import Code, TritonError
-from .worker.metric_cells import COUNTER, GAUGE, HISTOGRAM, KIND_NAMES, MAX_BUCKETS, MAX_CELLS, cell_size
+from ..errors import Code, TritonError
+from ..worker.metric_cells import COUNTER, GAUGE, HISTOGRAM, KIND_NAMES, MAX_BUCKETS, MAX_CELLS, cell_size
 
 log = logging.getLogger("tritium.metrics")
 

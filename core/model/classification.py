@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .errors import Code, TritonError
-from .response import OutputTensor
-from .tensor import serialize_bytes, tensor_from_buffer
-from .types import by_name
+from ..errors import Code, TritonError
+from ..inference.response import OutputTensor
+from ..inference.tensor import serialize_bytes, tensor_from_buffer
+from ..inference.types import by_name
 
 __all__ = ["classify", "classify_output", "classify_outputs"]
 

@@ -17,19 +17,19 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import Code, TritonError
-from .memory.arena import EMPTY_SEGMENT, Block
-from .memory.cuda import CudaRef
-from .memory.pool import SharedBlock, TensorPool
-from .memory.shm_region import RegisteredRegion, ShmRef
-from .request import InferenceRequest, InferInput
-from .scheduler.base import Payload, ResponseHandler
-from .types import element_count
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest, InferInput
+from ..inference.types import element_count
+from ..memory.arena import EMPTY_SEGMENT, Block
+from ..memory.cuda import CudaRef
+from ..memory.pool import SharedBlock, TensorPool
+from ..memory.shm_region import RegisteredRegion, ShmRef
+from ..scheduler.base import Payload, ResponseHandler
 from .validation import ModelSignature, check_bytes_elements, check_input_bytes, validate_request
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..inference.response import InferenceResponse
     from .reshape import Reshape
-    from .response import InferenceResponse
     from .servable import Done
 
 __all__ = ["InputStaging", "PendingRequest", "RESERVED_PARAMETERS", "free_blocks"]

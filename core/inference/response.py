@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TritonError
+from ..errors import TritonError
 from .tensor import tensor_from_buffer
 from .types import by_name
 

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from .errors import Code, TritonError
+from ..errors import Code, TritonError
 
 __all__ = [
     "configure_logging",

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .errors import TritonError
+from ..errors import TritonError
+from ..memory.pool import TensorPool
+from ..scheduler.rate_limiter import demand_of_group
+from ..worker.placement import IsolationPolicy
+from .instance import InstanceOptions, ModelInstance
 from .instance_groups import group_instances
-from .memory.pool import TensorPool
 from .model import Model
-from .model_instance import InstanceOptions, ModelInstance
-from .scheduler.rate_limiter import demand_of_group
-from .worker.placement import IsolationPolicy
 
 __all__ = ["load_model", "instance_names"]
 

@@ -17,9 +17,9 @@ from .tensor import serialize_bytes
 from .types import by_name, from_numpy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory.cuda import CudaRef
-    from .memory.pool import SharedBlock
-    from .memory.shm_region import ShmRef
+    from ..memory.cuda import CudaRef
+    from ..memory.pool import SharedBlock
+    from ..memory.shm_region import ShmRef
 
 __all__ = ["InferInput", "RequestedOutput", "InferenceRequest", "ParameterValue"]
 

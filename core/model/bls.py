@@ -22,16 +22,16 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import Code, TritonError
-from .memory.arena import Block
-from .request import InferenceRequest, InferInput, RequestedOutput
-from .response import InferenceResponse
-from .worker.protocol import Kind
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest, InferInput, RequestedOutput
+from ..inference.response import InferenceResponse
+from ..memory.arena import Block
+from ..worker.protocol import Kind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory.pool import TensorPool
+    from ..memory.pool import TensorPool
+    from ..worker.process import WorkerProcess
     from .servable import Servable
-    from .worker.process import WorkerProcess
 
 
 class BlsServer(Protocol):

@@ -28,22 +28,22 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-from .errors import Code, TritonError
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest
+from ..inference.response import InferenceResponse
+from ..memory.pool import TensorPool
+from ..observability.stats import ModelStats
+from ..scheduler.base import Payload, QueueFull, Rejected
+from ..scheduler.default import DefaultScheduler
+from ..scheduler.dynamic_batcher import DynamicBatcher
+from ..scheduler.sequence_batcher import SequenceBatcher
+from .batching import BatcherServices
 from .input_staging import InputStaging, PendingRequest, free_blocks
+from .instance import ModelInstance
 from .instance_groups import passive_instances
-from .memory.pool import TensorPool
-from .model_batching import BatcherServices
-from .model_instance import ModelInstance
-from .request import InferenceRequest
 from .reshape import reshapes
-from .response import InferenceResponse
 from .response_assembly import ResponseAssembly
-from .scheduler.base import Payload, QueueFull, Rejected
-from .scheduler.default import DefaultScheduler
-from .scheduler.dynamic_batcher import DynamicBatcher
-from .scheduler.sequence_batcher import SequenceBatcher
 from .servable import Done, is_decoupled, model_label, platform_of, refuse_decoupled
-from .stats import ModelStats
 from .validation import ModelSignature
 
 log = logging.getLogger("tritium.model")

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import TritonError
-from .memory.pool import TensorPool
-from .scheduler.base import Batch
-from .worker.placement import Placement
-from .worker.process import WorkerProcess
-from .worker.protocol import Kind
-from .worker.supervisor import WorkerSupervisor
+from ..errors import TritonError
+from ..memory.pool import TensorPool
+from ..scheduler.base import Batch
+from ..worker.placement import Placement
+from ..worker.process import WorkerProcess
+from ..worker.protocol import Kind
+from ..worker.supervisor import WorkerSupervisor
 
 log = logging.getLogger("tritium.model")
 
@@ -52,7 +52,7 @@ class InstanceOptions:
     restart_backoff_s: float = 0.5
     restart_backoff_max_s: float = 30.0
     shutdown_timeout_s: float = 30.0
-    bls: Any = None  # the core's BLS router (tritium.core.bls.BlsRouter), set by the server
+    bls: Any = None  # the core's BLS router (tritium.core.model.bls.BlsRouter), set by the server
     env: dict[str, str] | None = None  # environment variables of the workers (a model environment)
     execute_timeout_s: float = 0.0  # kill a worker whose batch runs longer (0: no limit)
     rate_limiter: Any = None  # the server's RateLimiter (tritium.core.scheduler.rate_limiter), when on

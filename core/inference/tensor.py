@@ -11,7 +11,7 @@ This module is the only code that reads or writes that layout:
 * :func:`join_bytes_elements` and :func:`serialize_bytes` write it;
 * :func:`scan_bytes_elements` walks the length prefixes of a buffer without
   copying anything: how many well-formed elements it holds, and where it goes
-  wrong (:func:`tritium.core.validation.check_bytes_elements` turns that into
+  wrong (:func:`tritium.core.model.validation.check_bytes_elements` turns that into
   Triton's messages for a request's input; the python backend's
   ``pb_utils.deserialize_bytes_tensor`` into Triton's ``struct.error``);
 * :func:`deserialize_bytes` (and :func:`tensor_from_buffer` for BYTES) parses
@@ -30,7 +30,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from .errors import Code, TritonError
+from ..errors import Code, TritonError
 from .types import DataType, element_count
 
 __all__ = [
@@ -58,7 +58,7 @@ def _join_in_python(items: Iterable[Any]) -> bytes:
 
 
 try:  # C (setup.py builds it where a C compiler exists): a few ns an element, not 0.3 µs
-    from ._bytes_elements import join as _join
+    from .._bytes_elements import join as _join
 except ImportError:
     _join = _join_in_python
 
@@ -124,7 +124,7 @@ def _scan_in_python(buffer: memoryview | bytes | bytearray) -> tuple[int, int, i
 # was built (a few ns an element, the interpreter released for buffers of 64 KiB or more: no call
 # in between on the request path), else the Python fallback above.
 try:
-    from ._bytes_elements import count as scan_bytes_elements
+    from .._bytes_elements import count as scan_bytes_elements
 except ImportError:  # setup.py found no C compiler
     scan_bytes_elements = _scan_in_python
 

@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..tracing.settings import TraceSettings
 from .composition import Composition
 from .network import DEFAULT_MAX_REQUEST_BYTES, NetworkSettings
-from .tracing.settings import TraceSettings
 
 __all__ = ["ServerOptions", "default_backend_directory"]
 
 
 def default_backend_directory() -> str:
     """The ``backends/`` folder of this installation."""
-    from .. import backends
+    from ... import backends
 
     return str(Path(backends.__file__).resolve().parent)
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import Code, TritonError
-from .model_repository.paths import safe_join
-from .request import InferenceRequest, InferInput
-from .tensor import serialize_bytes
-from .types import by_config_name, element_count
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest, InferInput
+from ..inference.tensor import serialize_bytes
+from ..inference.types import by_config_name, element_count
+from ..model_repository.paths import safe_join
 
 log = logging.getLogger("tritium.model")
 
@@ -103,7 +103,7 @@ def warmup_requests(
 async def run_warmup(model: Any, model_path: Path) -> None:
     """Run ``model``'s warmup samples (each ``count`` times, once per instance).
 
-    :param model: a loaded :class:`~tritium.core.model.Model`, not yet READY.
+    :param model: a loaded :class:`~tritium.core.model.model.Model`, not yet READY.
     :raises TritonError: INVALID_ARG ``failed to run warmup sample '<name>': <reason>; `` (Triton's words).
     """
     samples = warmup_requests(model.name, model_path, model.config)

@@ -18,13 +18,13 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import Code, TritonError
-from .scheduler.base import cancelled_error
+from ..errors import Code, TritonError
+from ..scheduler.base import cancelled_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .request import InferenceRequest
-    from .response import InferenceResponse
-    from .stats import ModelStats
+    from ..inference.request import InferenceRequest
+    from ..inference.response import InferenceResponse
+    from ..observability.stats import ModelStats
     from .validation import ModelSignature
 
 __all__ = [

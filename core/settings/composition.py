@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backend.loader import find_backend_library
-from .errors import Code, TritonError
+from ..backend.loader import find_backend_library
+from ..errors import Code, TritonError
 
 __all__ = ["Composition", "check_backend", "describe", "read_composition"]
 
@@ -46,7 +46,7 @@ class Composition:
 def read_composition(settings: Mapping[str, Any], base: Path) -> Composition:
     """The composition described by parsed ``plugins.toml`` settings.
 
-    :param settings: the parsed file (see :func:`tritium.core.plugins.load_plugin_settings`).
+    :param settings: the parsed file (see :func:`tritium.core.settings.plugins.load_plugin_settings`).
     :param base: the folder a relative ``[backends] directory`` is resolved against
         (the folder holding ``plugins.toml``).
     :raises TritonError: INVALID_ARG when ``[backends]`` is malformed.

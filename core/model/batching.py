@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ..inference.request import InferenceRequest, InferInput
+from ..inference.tensor import join_bytes_elements
+from ..memory.pool import SharedBlock, TensorPool
+from ..scheduler.base import Payload
 from .input_staging import InputStaging
-from .memory.pool import SharedBlock, TensorPool
-from .request import InferenceRequest, InferInput
-from .scheduler.base import Payload
-from .tensor import join_bytes_elements
 
 __all__ = ["BatcherServices"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pluggy
 
-from .errors import Code, TritonError
-from .hookspecs import PROJECT, Frontend, FrontendSpec
+from ..errors import Code, TritonError
+from ..hookspecs import PROJECT, Frontend, FrontendSpec
 
 log = logging.getLogger("tritium.plugins")
 

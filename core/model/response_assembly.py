@@ -17,19 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest
+from ..inference.response import OutputTensor
+from ..inference.types import element_count
+from ..memory.cuda import CudaRef
+from ..memory.pool import TensorPool
+from ..memory.shm_region import output_region_too_small
 from .classification import classify_outputs
-from .errors import Code, TritonError
-from .memory.cuda import CudaRef
-from .memory.pool import TensorPool
-from .memory.shm_region import output_region_too_small
-from .request import InferenceRequest
-from .response import OutputTensor
-from .types import element_count
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..scheduler.base import Payload
     from .input_staging import PendingRequest
     from .reshape import Reshape
-    from .scheduler.base import Payload
 
 __all__ = ["ResponseAssembly"]
 

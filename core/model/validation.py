@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Code, TritonError
-from .request import InferenceRequest, InferInput
-from .tensor import TRUNCATED_ELEMENT, TRUNCATED_PREFIX, scan_bytes_elements
-from .types import DataType, by_config_name, by_name, element_count
+from ..errors import Code, TritonError
+from ..inference.request import InferenceRequest, InferInput
+from ..inference.tensor import TRUNCATED_ELEMENT, TRUNCATED_PREFIX, scan_bytes_elements
+from ..inference.types import DataType, by_config_name, by_name, element_count
 
 __all__ = [
     "TensorSpec",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .errors import Code, TritonError
+from ..errors import Code, TritonError
 
 __all__ = [
     "BodyBudget",
