@@ -5,7 +5,7 @@ on GPUs); tritium would ignore them, so it refuses them instead, with a message
 naming the field, the model and what tritium does instead. A field counts as
 set when it differs from its default. :data:`REFUSED` is the list the
 compatibility table in ``docs/compatibility.md`` is checked against
-(``tests/unit/test_config_field_table.py``).
+(``tests/unit/core/model_config/test_config_field_table.py``).
 """
 
 from __future__ import annotations

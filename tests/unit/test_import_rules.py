@@ -161,7 +161,7 @@ def _api_exports() -> set[str]:
 
 
 #: the plugin hook marker, which plugins outside the package import from its own module
-#: (docs/endpoint_plugins.md; tests/unit/test_openai_plugin_api.py pins the OpenAI plugin's use)
+#: (docs/endpoint_plugins.md; tests/unit/frontends/openai/test_openai_plugin_api.py pins the OpenAI plugin's use)
 _PLUGIN_API = {"tritium.core.hookspecs"}
 #: where the server API's names may be imported from: its module, or the package (which re-exports them)
 _SERVER_API = {"tritium.core.api", "tritium.core"}

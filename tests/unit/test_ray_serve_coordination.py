@@ -312,11 +312,12 @@ def test_routes_answer_below_the_applications_route_prefix(root_path: str, path:
 
     from starlette.requests import Request
 
-    from tritium.integrations.ray_serve.http_routes import Routes, handle
+    from tritium.integrations.ray_serve.http_proxy import HttpAdapter
 
-    server = SimpleNamespace(options=SimpleNamespace(max_request_bytes=1024), live=True)
-    routes = Routes(server, agent=None)  # type: ignore[arg-type]
+    network = SimpleNamespace(max_json_request_bytes=0, max_decompressed_request_bytes=0)
+    server = SimpleNamespace(options=SimpleNamespace(max_request_bytes=1024, network=network), live=True)
+    adapter = HttpAdapter(server, cluster=None)  # type: ignore[arg-type]
     scope = {"type": "http", "method": "GET", "path": path, "root_path": root_path, "query_string": b"", "headers": []}
-    response = asyncio.run(handle(routes, Request(scope)))
+    response = asyncio.run(adapter.handle(Request(scope)))
     assert response.status_code == status
     assert response.body == (b"" if status == 200 else b'{"error":"Not Found"}')

@@ -1,7 +1,7 @@
 /*
  * Test backend for one process hosting many models of one library, and
  * several instances of a model, each executing on its own thread
- * (tests/unit/test_native_host.py).
+ * (tests/unit/core/backend/test_native_host.py).
  *
  * Model state: the model's name, its config parameter "offset"
  * (string_value, an integer) and how many instances it initialized.

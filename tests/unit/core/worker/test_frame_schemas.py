@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tritium.core.worker.protocol import FRAMES, ExecuteRequest, FrameDecoder, Kind, encode
 
-CORE = Path(__file__).resolve().parents[2] / "core"
+CORE = Path(__file__).resolve().parents[4] / "core"
 #: the modules that send and receive frames, by process
 WORKER_SIDE = ["worker/main.py", "worker/outputs.py", "worker/bls.py", "worker/metric_cells.py"]
 CORE_SIDE = ["worker/process.py", "model/bls.py", "model/instance.py"]

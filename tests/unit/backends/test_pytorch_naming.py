@@ -16,7 +16,7 @@ import pytest
 from tritium.core.backend.api import Backend, Model
 from tritium.core.errors import TritonError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location(
     "tritium_backend_pytorch_naming", ROOT / "backends/pytorch/libtriton_pytorch.py"
 )

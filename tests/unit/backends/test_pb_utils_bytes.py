@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-BACKEND = Path(__file__).resolve().parents[2] / "backends" / "python"
+BACKEND = Path(__file__).resolve().parents[3] / "backends" / "python"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TRITONCLIENT_MODULES = ("tritonclient.grpc.model_config_pb2", "tritonclient.grpc.service_pb2")
 TRITIUM_MODULES = ("tritium.proto.model_config_pb2", "tritium.proto.grpc_service_pb2")

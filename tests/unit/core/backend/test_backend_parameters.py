@@ -15,7 +15,7 @@ import pytest
 from tritium.core.backend.api import Backend, Model
 from tritium.core.errors import TritonError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _backend(name: str) -> Any:

@@ -20,7 +20,7 @@ from tritium.core.errors import Code, TritonError
 from tritium.core.model_config.unsupported import REFUSED, refuse_unsupported
 from tritium.proto import model_config_pb2 as mc
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "compatibility.md"
 BEGIN = "<!-- model-config-fields: begin"
 END = "<!-- model-config-fields: end -->"
 STATUSES = ("honoured", "refused", "N/A on CPU")

@@ -22,7 +22,7 @@ from tests.support import framework_models as fm
 from tritium.core.backend.api import Backend, Model, ModelInstance
 from tritium.core.errors import TritonError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 GPU_PROVIDERS = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 
 

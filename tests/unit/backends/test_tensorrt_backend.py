@@ -25,7 +25,7 @@ from tritium.core.backend.api import Backend, Model, ModelInstance, Request
 from tritium.core.errors import TritonError
 from tritium.core.model import devices
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -84,7 +84,7 @@ def test_the_batcher_off_deletes_its_block_and_nothing_else() -> None:
 
 
 def test_fields_the_file_lacks_are_appended_inline_or_at_the_end() -> None:
-    add_sub = Path(__file__).resolve().parents[2] / "examples" / "python_models" / "add_sub" / "config.pbtxt"
+    add_sub = Path(__file__).resolve().parents[3] / "examples" / "python_models" / "add_sub" / "config.pbtxt"
     text = add_sub.read_text().replace('backend: "python"', 'backend: "python"\nmax_batch_size: 8')
     edited = _edit(text, Candidate(2, 8, True, (), 100))
     assert _diff(text, edited) == [

@@ -17,7 +17,7 @@ import tritium.core.hookspecs as hookspecs
 import tritium.frontends.sse as sse
 from tritium.core.api import ServerAPI
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PLUGIN = ROOT / "frontends" / "openai"
 GUIDE = ROOT / "docs" / "endpoint_plugins.md"
 PUBLIC = {
