@@ -26,7 +26,7 @@ from ...core.api import Code, InferenceRequest, InferenceResponse, Servable, Tri
 from ...proto import grpc_service_pb2 as pb
 from ...proto import grpc_service_pb2_grpc as pb_grpc
 from ...proto import health_pb2, health_pb2_grpc
-from ..base import DETAILS_CHARS, grpc_status_of
+from ..base import DETAILS_CHARS, ClusterView, LocalView, grpc_status_of
 from .codec import (
     infer_response_parts,
     model_metadata_to_proto,
@@ -106,10 +106,13 @@ class InferenceServicer(
     """``inference.GRPCInferenceService`` over one :class:`ServerAPI`.
 
     :param server: the server whose API the RPCs call.
+    :param cluster: where server and model readiness and statistics come from (None: the
+        server's own; Ray Serve: every replica's).
     """
 
-    def __init__(self, server: ServerAPI) -> None:
+    def __init__(self, server: ServerAPI, cluster: ClusterView | None = None) -> None:
         self.server = server
+        self.cluster: ClusterView = cluster if cluster is not None else LocalView(server)
         #: the server's budget for bytes of requests held (``--max-inflight-request-bytes``, shared with HTTP)
         self.budget = server.body_budget
 
@@ -118,14 +121,14 @@ class InferenceServicer(
         return pb.ServerLiveResponse(live=self.server.live)
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
-        return pb.ServerReadyResponse(ready=self.server.ready)
+        return pb.ServerReadyResponse(ready=await self.cluster.ready())
 
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
         try:
             version = parse_version(request.version)
         except TritonError as exc:
             return _fail(context, exc, pb.ModelReadyResponse())
-        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, version))
+        return pb.ModelReadyResponse(ready=await self.cluster.model_ready(request.name, version))
 
     # -- metadata, configuration, statistics --------------------------------------------------
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
@@ -153,7 +156,7 @@ class InferenceServicer(
 
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Any) -> pb.ModelStatisticsResponse:
         try:
-            stats = self.server.statistics(request.name, parse_version(request.version))
+            stats = await self.cluster.statistics(request.name, parse_version(request.version))
         except TritonError as exc:
             return _fail(context, exc, pb.ModelStatisticsResponse())
         return json_format.ParseDict(stats, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
@@ -334,15 +337,18 @@ class InferenceServicer(
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):
-    """``grpc.health.v1.Health/Check``: SERVING while the server is ready, as Triton answers it."""
+    """``grpc.health.v1.Health/Check``: SERVING while the server is ready, as Triton answers it.
 
-    def __init__(self, server: ServerAPI) -> None:
+    :param cluster: as :class:`InferenceServicer`'s.
+    """
+
+    def __init__(self, server: ServerAPI, cluster: ClusterView | None = None) -> None:
         self.server = server
+        self.cluster: ClusterView = cluster if cluster is not None else LocalView(server)
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if self.server.ready else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
+        serving = await self.cluster.ready()
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         return health_pb2.HealthCheckResponse(status=status)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from ...core.api import Code, ServerAPI, TritonError
+from ..base import ClusterView, LocalView
 from . import codec
 from .body import error_status
 from .messages import HttpRequest, HttpResponse
@@ -52,14 +53,22 @@ class EndpointContext:
     :ivar max_decompressed_bytes: the most a compressed body may inflate to, bytes (capped by
         ``max_request_bytes`` where it is used).
     :ivar inflight: inference requests being handled.
+    :ivar cluster: where server and model readiness and statistics come from (default: the
+        server's own, :class:`~tritium.frontends.base.LocalView`; Ray Serve: every replica's).
     """
 
-    __slots__ = ("server", "max_request_bytes", "max_json_bytes", "max_decompressed_bytes", "inflight")
+    __slots__ = ("server", "max_request_bytes", "max_json_bytes", "max_decompressed_bytes", "inflight", "cluster")
 
     def __init__(
-        self, server: ServerAPI, max_request_bytes: int, max_json_bytes: int = 0, max_decompressed_bytes: int = 0
+        self,
+        server: ServerAPI,
+        max_request_bytes: int,
+        max_json_bytes: int = 0,
+        max_decompressed_bytes: int = 0,
+        cluster: ClusterView | None = None,
     ) -> None:
         self.server = server
+        self.cluster: ClusterView = cluster if cluster is not None else LocalView(server)
         self.max_request_bytes = max_request_bytes
         self.max_json_bytes = max_json_bytes or max_request_bytes
         self.max_decompressed_bytes = max_decompressed_bytes or max_request_bytes

@@ -7,7 +7,8 @@ into Triton's answer: JSON bodies (``{"error": "..."}`` for errors, status by
 :func:`~tritium.frontends.base.http_status`), empty bodies for the health
 and readiness endpoints; unknown URLs and wrong methods are the router's
 (:mod:`.router`). Handlers that answer at once are plain functions; the
-ones that wait (inference, model loading) are coroutines.
+ones that wait (inference, model loading, and readiness and statistics, which
+come from the context's :class:`~tritium.frontends.base.ClusterView`) are coroutines.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def health_live(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     return _OK_EMPTY if ctx.server.live else _BAD_EMPTY
 
 
-def health_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
-    """``GET /v2/health/ready``: 200 when ready, else 400; empty body."""
-    return _OK_EMPTY if ctx.server.ready else _BAD_EMPTY
+async def health_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+    """``GET /v2/health/ready``: 200 when ready (every server behind the address), else 400; empty body."""
+    return _OK_EMPTY if await ctx.cluster.ready() else _BAD_EMPTY
 
 
 # -- models ------------------------------------------------------------------------------------
@@ -78,13 +79,13 @@ def model_metadata(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     return _json(codec.dumps(metadata))
 
 
-def model_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+async def model_ready(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     """``GET /v2/models/{m}[/versions/{v}]/ready``: 200, or 400 "Model version not ready"."""
     try:
         version = _version(request)
     except TritonError as exc:
         return error_response(exc)
-    if ctx.server.model_ready(request.params["model"], version):
+    if await ctx.cluster.model_ready(request.params["model"], version):
         return _OK_EMPTY
     return error_response(TritonError(Code.INVALID_ARG, "Model version not ready"))
 
@@ -98,10 +99,10 @@ def model_config(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
     return _json(codec.dumps(config))
 
 
-def model_stats(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
-    """``GET /v2/models[/{m}[/versions/{v}]]/stats``: the statistics extension."""
+async def model_stats(ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+    """``GET /v2/models[/{m}[/versions/{v}]]/stats``: the statistics extension (summed over the servers)."""
     try:
-        stats = ctx.server.statistics(request.params.get("model", ""), _version(request))
+        stats = await ctx.cluster.statistics(request.params.get("model", ""), _version(request))
     except TritonError as exc:
         return error_response(exc)
     return _json(codec.dumps(stats))
@@ -389,11 +390,15 @@ _MODEL = "/v2/models/{model}"
 _VERSION = _MODEL + "/versions/{version}"
 
 
-def add_routes(router: Router) -> None:
-    """Register every endpoint on ``router`` (infer first: it is the hot path)."""
+def add_routes(router: Router, generate_extension: bool = True, openapi: bool = True) -> None:
+    """Register every endpoint on ``router`` (infer first: it is the hot path).
+
+    ``generate_extension=False`` leaves out the generate URLs; ``openapi=False`` the OpenAPI
+    document (Ray Serve's proxy serves neither).
+    """
     for base in (_MODEL, _VERSION):
         router.add(base + "/infer", "POST", infer, arena_body=True)
-    for base in (_MODEL, _VERSION):
+    for base in (_MODEL, _VERSION) if generate_extension else ():
         router.add(base + "/generate", "POST", generate)
         router.add(base + "/generate_stream", "POST", generate_stream)
     router.add("/v2/models/stats", "GET", model_stats)
@@ -407,5 +412,6 @@ def add_routes(router: Router) -> None:
     router.add("/v2/health/ready", "GET", health_ready)
     add_repository_routes(router)
     add_shared_memory_routes(router)
-    add_openapi_route(router)
+    if openapi:
+        add_openapi_route(router)
     add_trace_logging_routes(router)

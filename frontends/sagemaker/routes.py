@@ -69,7 +69,7 @@ class SageMakerRoutes:
         self.restrictions = restrictions
         self.multi_model = multi_model
 
-    def ping(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+    def ping(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         """``GET /ping``: 200 when ready (or live, by ``ping_mode``), else 400; empty body."""
         refused = group_refusal(self.restrictions, "health", request.headers)
         if refused is not None:

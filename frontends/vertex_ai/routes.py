@@ -26,6 +26,7 @@ Runs on the core's event loop.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 from ..kserve_http.adapter import BAD_REQUEST, VERTEX_AI_BINARY, delegate
@@ -94,7 +95,7 @@ class VertexAiRoutes:
         self.metrics = metrics
         self.kserve = create_router()
 
-    def health(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse:
+    def health(self, ctx: EndpointContext, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
         """``GET <health route>``: 200 when ready, else 400; empty body."""
         refused = group_refusal(self.restrictions, "health", request.headers)
         return refused if refused is not None else health_ready(ctx, request)
