@@ -13,8 +13,8 @@ after a warm-up, median and mean in µs, on this machine:
   handling; no proxy, no work);
 * **tritium in the replica**: tritium's own part, measured in this process on an
   :class:`~tritium.core.server.InferenceServer` with the same repository (no
-  Ray): the integration's handlers (``Routes`` for HTTP with the body tritonclient
-  sends, ``GrpcMethods.ModelInfer`` for gRPC) and, inside them, the core's
+  Ray): the integration's adapters over the endpoints' handlers (``HttpAdapter`` for
+  HTTP with the body tritonclient sends, ``GrpcAdapter.ModelInfer`` for gRPC) and, inside them, the core's
   ``server.infer`` (the request through the model's worker process and back).
 
 The tritium application is measured as deployed three ways (``--variants``):
@@ -211,9 +211,11 @@ def measure_in_process(repo: Path, n: int) -> dict[str, Timing]:
     from starlette.requests import Request
 
     from tritium.cli import parse_args
+    from tritium.frontends.base import LocalView
     from tritium.frontends.kserve_grpc.codec import to_infer_request
-    from tritium.integrations.ray_serve.grpc_methods import GrpcMethods
-    from tritium.integrations.ray_serve.http_routes import Routes, handle
+    from tritium.frontends.kserve_grpc.servicer import InferenceServicer
+    from tritium.integrations.ray_serve.grpc_proxy import GrpcAdapter
+    from tritium.integrations.ray_serve.http_proxy import HttpAdapter
 
     async def run() -> dict[str, Timing]:
         from tritium.core.server import InferenceServer
@@ -231,7 +233,7 @@ def measure_in_process(repo: Path, n: int) -> dict[str, Timing]:
             headers = [(b"content-type", b"application/octet-stream"), (b"content-length", str(len(body)).encode())]
             if json_size is not None:
                 headers.append((b"inference-header-content-length", str(json_size).encode()))
-            routes = Routes(server, agent=None)  # type: ignore[arg-type]  (inference does not use the agent)
+            http = HttpAdapter(server, LocalView(server))  # inference does not use the cluster view
 
             async def receive() -> dict[str, Any]:
                 return {"type": "http.request", "body": body, "more_body": False}
@@ -246,11 +248,11 @@ def measure_in_process(repo: Path, n: int) -> dict[str, Timing]:
             }
 
             async def http_handler() -> None:
-                response = await handle(routes, Request(scope, receive))
+                response = await http.handle(Request(scope, receive))
                 assert response.status_code == 200, response.body
 
-            methods = GrpcMethods()
-            methods.server = server
+            methods = GrpcAdapter()
+            methods.servicer = InferenceServicer(server)
             request = grpc_request()
 
             async def grpc_handler() -> None:
@@ -370,7 +372,7 @@ def render(
             f"| {us(results['handle'])} | {us(results['handle'])} |"
         )
     lines += [
-        f"| tritium's handler, in this process without Ray (`Routes` / `GrpcMethods.ModelInfer`) "
+        f"| tritium's handler, in this process without Ray (`HttpAdapter` / `GrpcAdapter.ModelInfer`) "
         f"| {us(local.get('http handler'))} | {us(local.get('grpc handler'))} |",
         f"| of it, tritium's core (`server.infer`: to the model's worker process and back) "
         f"| {us(local.get('core'))} | {us(local.get('core'))} |",

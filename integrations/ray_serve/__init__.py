@@ -31,7 +31,7 @@ _WHERE = {
     "SERVER_DEPLOYMENT": ".app",
     "COORDINATOR_DEPLOYMENT": ".app",
     "TritiumArgs": ".args",
-    "SERVICER_FUNCTIONS": ".grpc_methods",
+    "SERVICER_FUNCTIONS": ".grpc_proxy",
 }
 
 

@@ -10,8 +10,9 @@ one its :class:`~tritium.core.api.ServerAPI` runs on). Two roles:
   ``model_ready``, ``statistics``, ``metrics``, ``repository`` (a load or
   unload, applied in the order the coordinator sends them).
 - **Cluster view.** The request handlers ask it for answers that cover every
-  replica: :meth:`ready`, :meth:`model_ready`, :meth:`statistics`,
-  :meth:`metrics`, :meth:`load_model`, :meth:`unload_model`.
+  replica: :meth:`ready`, :meth:`model_ready`, :meth:`statistics` (it is the
+  endpoints' :class:`~tritium.frontends.base.ClusterView`), :meth:`metrics`,
+  :meth:`load_model`, :meth:`unload_model` (through :class:`~.replica_api.ReplicaServer`).
 
 Errors travel between replicas as ``[code, message]``
 (:meth:`~tritium.core.errors.TritonError.to_wire`), never as pickled exceptions.

@@ -3,8 +3,10 @@
 Each replica is a Ray actor process that runs its own
 :class:`~tritium.core.api.ServerAPI` (its own model instances in
 worker processes, its own shared-memory arenas) on the replica's event loop,
-with no endpoint of its own: Serve's HTTP proxy calls :meth:`TritiumServer.__call__`,
-its gRPC proxy calls the RPC-named methods of :class:`~.grpc_methods.GrpcMethods`.
+with no endpoint of its own: Serve's HTTP proxy calls :meth:`TritiumServer.__call__`
+(:class:`~.http_proxy.HttpAdapter`), its gRPC proxy calls the RPC-named methods of
+:class:`~.grpc_proxy.GrpcAdapter`. Both hand each request to the handlers of
+``tritium-server``'s own endpoints, over the replica's :class:`~.replica_api.ReplicaServer`.
 
 Lifecycle (Serve calls each of these on the replica's event loop):
 ``__init__`` starts the server (every model loaded, as ``tritium-server``
@@ -25,10 +27,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...core.api import Code, TritonError
+from ...frontends.kserve_grpc.servicer import HealthServicer, InferenceServicer
 from .agent import ReplicaAgent
 from .args import Settings, parse_server_command
-from .grpc_methods import GrpcMethods
-from .http_routes import Routes, handle
+from .grpc_proxy import GrpcAdapter
+from .http_proxy import HttpAdapter
+from .replica_api import ReplicaServer
 
 log = logging.getLogger("tritium.ray_serve")
 
@@ -63,7 +67,7 @@ def load_failure_message(failures: list[str]) -> str:
     return "\n".join([first, "failed to load all models (--exit-on-error=true):", *failures])
 
 
-class TritiumServer(GrpcMethods):
+class TritiumServer(GrpcAdapter):
     """A tritium server in one Serve replica.
 
     :param server_argv: ``tritium-server`` flags (see :meth:`~.args.TritiumArgs.server_argv`).
@@ -102,12 +106,15 @@ class TritiumServer(GrpcMethods):
             await self.server.stop()
             raise
         self.agent.start()
-        self.routes = Routes(self.server, self.agent)
+        api = ReplicaServer(self.server, self.agent)
+        self.http = HttpAdapter(api, self.agent, self.agent.metrics)
+        self.servicer = InferenceServicer(api, self.agent)
+        self.health = HealthServicer(api, self.agent)
         log.info("replica %s serving (pid %d)", self.replica_id, os.getpid())
 
     async def __call__(self, request: Request) -> Response:
         """One HTTP request from Serve's proxy (KServe v2 and Triton's extensions)."""
-        return await handle(self.routes, request)
+        return await self.http.handle(request)
 
     async def check_health(self) -> None:
         """Serve's periodic health check.
