@@ -3,8 +3,9 @@
 The dynamic batcher asks for a batch's inputs to be laid out contiguously in
 the arena (:meth:`BatcherServices.gather`); the sequence batcher adds control
 inputs and implicit state (:meth:`BatcherServices.add_input`), fills idle
-slots with null requests and collects state outputs. :class:`~.model.Model`
-mixes these in; they run on the core's event loop.
+slots with null requests and collects state outputs. A :class:`~.model.Model`
+holds one :class:`BatcherServices` and hands it to its batcher; they run on the
+core's event loop.
 """
 
 from __future__ import annotations
@@ -23,16 +24,35 @@ __all__ = ["BatcherServices"]
 
 
 class BatcherServices:
-    """Mixin of :class:`~.model.Model`: needs ``pool``, ``signature``, ``name``, ``version``,
-    ``config``, ``state_outputs`` and its :class:`~.input_staging.InputStaging` (``_staging``)."""
+    """What one model version offers its batcher (the sequence batcher's ``SequenceHost``).
 
-    config: dict[str, Any]
-    pool: TensorPool
-    signature: Any
-    name: str
-    version: int
-    state_outputs: set[str]
-    _staging: InputStaging
+    :param name: the model's name; ``version``: its version; ``path``: its folder.
+    :param config: its normalized config (JSON form).
+    :param pool: the core's tensor pool.
+    :param signature: its inputs and outputs, prepared for request checks.
+    :param state_outputs: its implicit-state outputs (sequence batcher).
+    :param staging: its input staging (null requests are staged as requests are).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        path: str,
+        config: dict[str, Any],
+        pool: TensorPool,
+        signature: Any,
+        state_outputs: set[str],
+        staging: InputStaging,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.path = path
+        self.config = config
+        self.pool = pool
+        self.signature = signature
+        self.state_outputs = state_outputs
+        self._staging = staging
 
     def gather(self, payloads: list[Payload]) -> None:
         """Lay each input of a batch out contiguously in the arena (one block per input).

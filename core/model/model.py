@@ -72,7 +72,7 @@ def failure_reason(error: BaseException | None, cancelled: bool) -> str | None:
     return "REJECTED" if isinstance(error, Rejected) else "BACKEND"
 
 
-class Model(BatcherServices):
+class Model:
     """One loaded version of a model.
 
     :param name: model name.
@@ -115,6 +115,10 @@ class Model(BatcherServices):
         hidden_outputs = self.state_outputs - {str(o["name"]) for o in config.get("output", [])}
         #: steps 2 and 4 of the request path (the config's input / output ``reshape`` applied there)
         self._staging = InputStaging(self.signature, pool, reshapes(config, "input"), self)
+        #: what its batcher asks of it: batch inputs gathered, control inputs and state, null requests
+        self.batcher_services = BatcherServices(
+            name, version, path, config, pool, self.signature, self.state_outputs, self._staging
+        )
         self._assembly = ResponseAssembly(
             self.label,
             pool,
@@ -140,11 +144,11 @@ class Model(BatcherServices):
             return bool(inst.available)
 
         if config.get("sequence_batching") is not None:
-            return SequenceBatcher(self.name, label, config, executed, available, self)
+            return SequenceBatcher(self.name, label, config, executed, available, self.batcher_services)
         if config.get("dynamic_batching") is not None:
             # with max_batch_size 0 the batcher applies its queue policies and priorities and sends
             # each request alone (its batch limit is 1), as Triton's dynamic batch scheduler does
-            return DynamicBatcher(label, config, executed, available, self.gather)
+            return DynamicBatcher(label, config, executed, available, self.batcher_services.gather)
         return DefaultScheduler(label, executed, available)
 
     # -- description -------------------------------------------------------------

@@ -27,13 +27,14 @@ class ModelLookups:
 
     @property
     def failures(self) -> list[str]:
-        """Descriptions of every model or version that failed to load."""
+        """Descriptions of every model or version that failed to load (a version unloaded on purpose,
+        by an unload request, a reload or the server stopping, is not one)."""
         out = []
         for entry in self.models.values():
             if entry.reason:
                 out.append(f"{entry.name}: {entry.reason}")
             for status in entry.versions.values():
-                if status.state == ModelState.UNAVAILABLE and status.reason:
+                if status.state == ModelState.UNAVAILABLE and status.reason and not status.unloaded_on_purpose:
                     out.append(f"{entry.name} version {status.version}: {status.reason}")
         return out
 

@@ -71,7 +71,7 @@ _LOST_KEPT = 65_536
 
 
 class SequenceHost(Protocol):
-    """What the sequence batcher needs from the model (implemented by :class:`tritium.core.model.model.Model`)."""
+    """What the sequence batcher needs from the model (:class:`tritium.core.model.batching.BatcherServices`)."""
 
     path: str
 
