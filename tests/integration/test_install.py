@@ -53,3 +53,4 @@ def test_build_has_no_warnings(tree: Path, tmp_path: Path, hook: str) -> None:
         names = zipfile.ZipFile(wheel).namelist()
         assert "tritium/core/backend/native/include/triton/core/tritonbackend.h" in names
         assert "tritium/core/backend/native/shim.c" in names
+        assert "tritium/py.typed" in names  # plugin authors' mypy sees the server API's types (PEP 561)
