@@ -153,6 +153,7 @@ def options_table(options: Any, version: str, extensions: Sequence[str], endpoin
         ("model_load_thread_count", str(options.model_load_threads)),
         ("max_request_bytes", str(options.max_request_bytes)),
         ("arena_directory", options.arena_dir or "(shared memory)"),
+        ("reply_poll_us", str(options.reply_poll_us)),
         ("endpoints", "\n".join(endpoints) or "none"),
     ]
     return render_table(("Option", "Value"), rows)

@@ -105,7 +105,12 @@ class ModelRepositoryManager:
             ping_timeout_s=options.ping_timeout_s,
             shutdown_timeout_s=options.exit_timeout_s,
             rate_limiter=RateLimiter(options.rate_limit_resources) if options.rate_limit == "execution_count" else None,
-            workers=WorkerSupervisor(pool, options.python, options.backend_directory),
+            workers=WorkerSupervisor(
+                pool,
+                options.python,
+                options.backend_directory,
+                reply_poll_us=options.reply_poll_us,
+            ),
         )
         self.cache_dir = Path(options.model_cache_dir or Path(tempfile.gettempdir()) / f"tritium-cache-{os.getuid()}")
         self._remote = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,20 @@ def default_backend_directory() -> str:
     return str(Path(backends.__file__).resolve().parent)
 
 
+#: the default reply poll window (µs) on machines with two CPUs or more (see ``--reply-poll-us``)
+DEFAULT_REPLY_POLL_US = 300
+
+
+def default_reply_poll_us() -> int:
+    """:data:`DEFAULT_REPLY_POLL_US` where this process may run on two CPUs or more, else 0 (on one
+    CPU the core's poll would only hold up the worker it waits for)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without sched_getaffinity
+        cpus = os.cpu_count() or 1
+    return DEFAULT_REPLY_POLL_US if cpus >= 2 else 0
+
+
 @dataclass(slots=True)
 class ServerOptions:
     """Settings of one server; frozen once the server starts.
@@ -35,6 +50,9 @@ class ServerOptions:
     :ivar exit_timeout_s: how long shutdown waits for in-flight requests (``--exit-timeout-secs``).
     :ivar model_load_threads: models loaded concurrently (``--model-load-thread-count``).
     :ivar arena_dir: put shared-memory arena segments in this folder instead of memory.
+    :ivar reply_poll_us: how long the core polls a fast worker's socket for its reply while only
+        one batch is in flight, µs (``--reply-poll-us``; 0: never; by default
+        :func:`default_reply_poll_us`; see :mod:`tritium.core.worker.reply_poll`).
     :ivar python: interpreter of the worker processes.
     :ivar http / grpc / metrics: endpoint switches (``--allow-http`` ...), ports and addresses.
     :ivar max_request_bytes: largest request body accepted on HTTP and gRPC, bytes (default 512 MiB).
@@ -80,6 +98,7 @@ class ServerOptions:
     exit_timeout_s: float = 30.0
     model_load_threads: int = 4
     arena_dir: str | None = None
+    reply_poll_us: int = field(default_factory=default_reply_poll_us)
     python: str = sys.executable
     http: bool = True
     http_address: str = "0.0.0.0"

@@ -14,6 +14,7 @@ import asyncio
 import os
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -53,6 +54,9 @@ class AsyncChannel:
         the callee owns the fds.
     :param on_close: called once with None (peer closed) or the exception
         that broke the channel.
+    :param poll_budget: after a flush that wrote a frame sent with ``poll=True``: how long
+        (ns) to poll the socket for the reply before going back to the event loop (see
+        :mod:`.reply_poll`); None or 0 never polls.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class AsyncChannel:
         sock: socket.socket,
         on_message: Callable[[list[Any], list[int]], None],
         on_close: Callable[[BaseException | None], None],
+        poll_budget: Callable[[], int] | None = None,
     ) -> None:
         sock.setblocking(False)
         self._sock = sock
@@ -74,16 +79,23 @@ class AsyncChannel:
         self._writing = False
         self._flush_scheduled = False
         self.closed = False
+        self._poll_budget = poll_budget
+        self._poll_after_flush = False
+        self._polling = False
         self._loop.add_reader(self._fileno, self._on_readable)
 
-    def send(self, message: list[Any], fds: Sequence[int] = (), lazy: bool = False) -> None:
+    def send(self, message: list[Any], fds: Sequence[int] = (), lazy: bool = False, poll: bool = False) -> None:
         """Send one frame: now, or (``lazy``) at the end of this loop iteration together with others.
 
         ``fds`` are duplicated by the kernel on sending; the caller keeps its copies.
+        ``poll``: once the frame is written, poll for the reply as long as the channel's
+        ``poll_budget`` says (see :mod:`.reply_poll`).
         Sending on a closed channel is a no-op (the close callback has run or will).
         """
         if self.closed:
             return
+        if poll:
+            self._poll_after_flush = True
         self._pending.append((encode(message, len(fds)), list(fds)))
         if self._writing:
             return
@@ -123,6 +135,35 @@ class AsyncChannel:
         if self._writing:
             self._writing = False
             self._loop.remove_writer(self._fileno)
+        if self._poll_after_flush:
+            self._poll_after_flush = False
+            if self._poll_budget is not None and not self._polling and not self.closed:
+                budget_ns = self._poll_budget()
+                if budget_ns > 0:
+                    self._poll(budget_ns)
+
+    def _poll(self, budget_ns: int) -> None:
+        """Read the socket without blocking until something arrives (then handle it) or
+        ``budget_ns`` nanoseconds have passed (then the event loop waits for it as usual)."""
+        self._polling = True
+        try:
+            deadline = time.perf_counter_ns() + budget_ns
+            receive, buffers = self._sock.recvmsg_into, [self._buffer]
+            while True:
+                try:
+                    nbytes, ancdata, _flags, _addr = receive(buffers, _ANC_SPACE)
+                except (BlockingIOError, InterruptedError):
+                    if time.perf_counter_ns() >= deadline:
+                        return
+                    continue
+                except OSError as exc:
+                    self._fail(exc)
+                    return
+                if self._received(nbytes, ancdata) and nbytes == _RECV_BYTES:
+                    self._on_readable()  # more may be waiting
+                return
+        finally:
+            self._polling = False
 
     def _on_writable(self) -> None:
         self._flush()
@@ -136,20 +177,24 @@ class AsyncChannel:
             except OSError as exc:
                 self._fail(exc)
                 return
-            fds = _fds_from_ancdata(ancdata) if ancdata else None
-            if not nbytes:
-                for fd in fds or ():
-                    os.close(fd)
-                self._fail(None)
+            if not self._received(nbytes, ancdata) or nbytes < _RECV_BYTES:
                 return
-            try:
-                for message, frame_fds in self._decoder.feed(self._view[:nbytes], fds):
-                    self._on_message(message, frame_fds)
-            except TritonError as exc:
-                self._fail(exc)
-                return
-            if nbytes < _RECV_BYTES:
-                return
+
+    def _received(self, nbytes: int, ancdata: list[tuple[int, int, bytes]]) -> bool:
+        """Handle what one read got (frames, or the peer closing); False once the channel failed."""
+        fds = _fds_from_ancdata(ancdata) if ancdata else None
+        if not nbytes:
+            for fd in fds or ():
+                os.close(fd)
+            self._fail(None)
+            return False
+        try:
+            for message, frame_fds in self._decoder.feed(self._view[:nbytes], fds):
+                self._on_message(message, frame_fds)
+        except TritonError as exc:
+            self._fail(exc)
+            return False
+        return not self.closed
 
     def _fail(self, exc: BaseException | None) -> None:
         if self.closed:

@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -33,6 +34,7 @@ from .heartbeat import Heartbeat
 from .launcher import ProcessHandle, TemplateError, TemplateLauncher, spawn_worker
 from .log_relay import relay_worker_log
 from .protocol import PROTOCOL_VERSION, Kind, ResponseFlag
+from .reply_poll import ReplyPoll
 from .timeouts import ExecuteTimeouts
 
 log = logging.getLogger("tritium.worker")
@@ -135,8 +137,14 @@ class WorkerProcess:
         cwd: str | None = None,
         launcher: TemplateLauncher | None = None,
         preload: tuple[str, ...] = (),
+        reply_poll: ReplyPoll | None = None,
     ) -> None:
         self.id = next(_worker_ids)
+        self._reply_poll = reply_poll
+        #: this worker's usual reply time, ns (EXECUTE sent to EXECUTE_DONE received; moving average)
+        self._reply_ns = reply_poll.window_ns / 2 if reply_poll is not None else 0.0
+        self._reply_known = False
+        self._lone_sent_ns = 0  # when the batch in flight was sent, while it was the server's only one
         self.preload = preload
         self.bls = bls
         self.env = env
@@ -229,7 +237,9 @@ class WorkerProcess:
         self._heartbeat = Heartbeat(beat)
         self.pid = self._proc.pid
         self._log_task = asyncio.ensure_future(relay_worker_log(log_read, self.label, self.pid))
-        self._channel = AsyncChannel(parent, self._on_message, self._on_close)
+        self._channel = AsyncChannel(
+            parent, self._on_message, self._on_close, self._poll_budget if self._reply_poll is not None else None
+        )
         self._spawn(self._watch(self._proc))
         hello = await self._wait(self._hello, timeout, "start")
         if hello[1] != PROTOCOL_VERSION:
@@ -337,6 +347,8 @@ class WorkerProcess:
         self._calls.clear()
         self._pings.clear()
         batches, self._batches = self._batches, {}
+        if self._reply_poll is not None:
+            self._reply_poll.in_flight -= len(batches)
         for batch in batches.values():
             batch.on_done(None, self._exited_error(batch, how))
         open_batches, self._open = self._open, {}
@@ -499,6 +511,23 @@ class WorkerProcess:
         finally:
             self._pings.pop(nonce, None)
 
+    # -- waiting for replies (see .reply_poll) ------------------------------------------
+    def _poll_budget(self) -> int:
+        assert self._reply_poll is not None
+        return self._reply_poll.budget_ns(self._reply_ns)
+
+    def _replied(self) -> None:
+        """An EXECUTE_DONE came: one batch fewer in flight; learn the reply time of a lone batch."""
+        assert self._reply_poll is not None
+        self._reply_poll.in_flight -= 1
+        if self._lone_sent_ns:
+            took = time.perf_counter_ns() - self._lone_sent_ns
+            self._lone_sent_ns = 0
+            if self._reply_known:
+                self._reply_ns += (took - self._reply_ns) * 0.125
+            else:
+                self._reply_ns, self._reply_known = float(took), True
+
     # -- data path ----------------------------------------------------------
     def execute(self, batch: BatchSink, instance_id: int) -> None:
         """Send one EXECUTE frame for ``batch`` to instance ``instance_id`` (segments it names go first).
@@ -519,8 +548,14 @@ class WorkerProcess:
         batch_id = next(self._batch_ids)
         self._batches[batch_id] = batch
         releases, self._releases = self._releases, []
+        poll = self._reply_poll
+        if poll is not None:
+            poll.in_flight += 1
+            self._lone_sent_ns = time.perf_counter_ns() if poll.in_flight == 1 else 0
         # lazy: the batches handed to this worker in one loop iteration go out in one write
-        self._channel.send([Kind.EXECUTE, batch_id, instance_id, batch.wire_requests, releases], lazy=True)
+        self._channel.send(
+            [Kind.EXECUTE, batch_id, instance_id, batch.wire_requests, releases], lazy=True, poll=poll is not None
+        )
         if self._timeouts.active:
             self._timeouts.handed(batch_id, instance_id)
 
@@ -621,6 +656,8 @@ class WorkerProcess:
                     self._timeouts.done(message[1])
                 batch = self._batches.pop(message[1], None)
                 if batch is not None:
+                    if self._reply_poll is not None:
+                        self._replied()
                     batch.on_done(message[2], None)
                     if not batch.complete:
                         self._open[message[1]] = batch

@@ -25,6 +25,7 @@ from ..memory.pool import TensorPool
 from .launcher import TemplateLauncher
 from .placement import Placement
 from .process import BlsHandler, WorkerProcess
+from .reply_poll import ReplyPoll
 
 
 class WorkerSettings(Protocol):
@@ -58,10 +59,15 @@ class WorkerSupervisor:
     :param python: the server's interpreter (the template process runs it).
     :param backend_directory: the global backend directory (the template preloads its python backend).
     :param fork: fork workers from the template process (False: start each as a program).
+    :param reply_poll_us: how long the core polls a fast worker's socket for its reply while
+        that worker's batch is the only one in flight, µs (see :mod:`.reply_poll`; 0: never).
     """
 
-    def __init__(self, pool: TensorPool, python: str, backend_directory: str, fork: bool = True) -> None:
+    def __init__(
+        self, pool: TensorPool, python: str, backend_directory: str, fork: bool = True, reply_poll_us: int = 0
+    ) -> None:
         self.pool = pool
+        self.reply_poll = ReplyPoll(reply_poll_us) if reply_poll_us else None
         self.launcher = TemplateLauncher(python, backend_directory) if fork else None
         self._workers: dict[tuple[Any, ...], _Entry] = {}
 
@@ -96,6 +102,7 @@ class WorkerSupervisor:
                 placement.cwd,
                 self.launcher,
                 placement.preload,
+                self.reply_poll,
             )
             entry = _Entry(worker, asyncio.ensure_future(self._start(placement.key, worker, options)))
             self._workers[placement.key] = entry
