@@ -171,7 +171,10 @@ async def _measure(repo: Path, concurrency: int, requests: int, traced: int, req
     from tritium.core import InferenceServer, ServerOptions
     from tritium.frontends.kserve_http.app import HTTPFrontend
 
-    server = InferenceServer(ServerOptions(model_repositories=[str(repo)], http=False, grpc=False, metrics=False))
+    # reply_poll_us=0: the core sleeps while the worker executes, so the CPU measured is the core's
+    # work, comparable with the figures before the reply poll (its polling is waiting, not work)
+    options = ServerOptions(model_repositories=[str(repo)], http=False, grpc=False, metrics=False, reply_poll_us=0)
+    server = InferenceServer(options)
     await server.start()
     frontend = HTTPFrontend(server, "127.0.0.1", 0, 1 << 30)
     try:

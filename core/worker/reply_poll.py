@@ -7,13 +7,14 @@ While exactly one batch is in flight in the whole server and its worker usually
 answers within the poll window, the core instead reads the worker's socket
 without blocking, over and over, for at most that window after sending the
 EXECUTE frame (:meth:`~.channel.AsyncChannel.send` with ``poll=True``), and
-handles the reply in the same loop iteration. Measured on the 2-core machine:
-about 10 % more add_sub requests per second at concurrency 1 over HTTP and gRPC,
-unchanged at concurrency 8 (docs/performance.md, "Waiting for the worker's
-reply"). The poll spends the core's CPU, not the worker's: it never runs on a
-machine with one CPU, never while a second batch is in flight (other requests
-would wait behind it), and not for a model whose replies take longer than the
-window.
+handles the reply in the same loop iteration. Measured on the 2-core machine
+(docs/performance.md, "The core polling for the worker's reply"): 13 % more
+add_sub requests per second at concurrency 1 over HTTP, 17-28 % over gRPC,
+unchanged at concurrency 8. The poll spends the core's CPU, on a core that would
+otherwise be idle: it never runs on a machine with one CPU (it would hold up the
+worker), never while a second batch is in flight (that batch's replies and new
+requests would wait behind it), and not for a model whose replies take longer
+than the window. A request that arrives during a poll waits at most the window.
 
 ``tritium-server --reply-poll-us N`` sets the window (0: never poll; the default is
 :func:`~tritium.core.settings.options.default_reply_poll_us`).

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from tests.support.procs import children_of
-from tests.support.server import free_port
+from tests.support.server import free_reserved_port
 
 __all__ = ["RayCluster", "descendants", "replica_pids", "replicas_in_metrics", "RAY", "SERVE"]
 
@@ -79,10 +79,11 @@ class RayCluster:
     def __init__(self, num_cpus: int = 2, env: dict[str, str] | None = None) -> None:
         self.num_cpus = num_cpus
         self.dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
-        self.gcs_port = free_port()
-        self.http_port = free_port()
-        self.grpc_port = free_port()
-        self.metrics_port = free_port()
+        # bound later, while Ray's processes take ephemeral ports: picked below that range
+        self.gcs_port = free_reserved_port()
+        self.http_port = free_reserved_port()
+        self.grpc_port = free_reserved_port()
+        self.metrics_port = free_reserved_port()
         token = self.dir / "auth_token"
         token.write_text(secrets.token_hex(32))
         self.env = dict(
@@ -122,8 +123,8 @@ class RayCluster:
             "--block",
             "--node-ip-address=127.0.0.1",
             f"--port={self.gcs_port}",
-            f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
+            f"--ray-client-server-port={free_reserved_port()}",
+            f"--dashboard-agent-listen-port={free_reserved_port()}",
             f"--metrics-export-port={self.metrics_port}",
             f"--num-cpus={self.num_cpus}",
             "--num-gpus=0",

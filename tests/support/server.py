@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -37,6 +38,32 @@ def free_port() -> int:
             _GIVEN.append(port)
             return port
     raise RuntimeError("no free port on 127.0.0.1 that was not handed out lately")
+
+
+def free_reserved_port() -> int:
+    """A free TCP port on 127.0.0.1 below the kernel's ephemeral range, for a server that binds it
+    long after it is picked while other processes start (a Ray cluster).
+
+    A port from :func:`free_port` lies in the ephemeral range, so any process binding port 0 or
+    connecting out in the meantime may be given it: Ray's proxy once failed with "Failed to bind
+    to address '127.0.0.1:40209'". Below the range only an explicit bind can take it.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = secrets.randbelow(low - 20000) + 20000 if low > 21000 else free_port()
+        if port in _GIVEN:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.append(port)
+        return port
+    raise RuntimeError("no free port on 127.0.0.1 below the ephemeral range")
 
 
 #: the checkout (its plugins.toml)
