@@ -26,13 +26,40 @@ def default_backend_directory() -> str:
 DEFAULT_REPLY_POLL_US = 300
 
 
-def default_reply_poll_us() -> int:
-    """:data:`DEFAULT_REPLY_POLL_US` where this process may run on two CPUs or more, else 0 (on one
-    CPU the core's poll would only hold up the worker it waits for)."""
+#: where a container's CPU limit is read: cgroup v2's ``cpu.max``, then cgroup v1's quota and period
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
+
+
+def cpu_limit() -> float | None:
+    """The CPUs this process's cgroup may use (``quota / period``), or None when unlimited or unknown."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        with open(CGROUP_CPU_MAX) as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"{CGROUP_V1_CPU}/cpu.cfs_quota_us") as f:
+            quota_us = int(f.read())
+        with open(f"{CGROUP_V1_CPU}/cpu.cfs_period_us") as f:
+            period_us = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
+
+
+def default_reply_poll_us() -> int:
+    """:data:`DEFAULT_REPLY_POLL_US` where this process may run on two CPUs or more (its affinity
+    and its cgroup's CPU limit), else 0: on one CPU the core's poll would only hold up the worker
+    it waits for, and under a one-CPU quota it would spend the container's CPU time."""
+    try:
+        cpus: float = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - platforms without sched_getaffinity
         cpus = os.cpu_count() or 1
+    limit = cpu_limit()
+    if limit is not None:
+        cpus = min(cpus, limit)
     return DEFAULT_REPLY_POLL_US if cpus >= 2 else 0
 
 

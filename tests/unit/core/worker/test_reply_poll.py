@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,11 +46,39 @@ def test_window_zero_never_polls_and_negative_is_refused() -> None:
         ReplyPoll(-1)
 
 
-def test_default_window_needs_two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_window_needs_two_cpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(options_module, "CGROUP_CPU_MAX", str(tmp_path / "absent"))
+    monkeypatch.setattr(options_module, "CGROUP_V1_CPU", str(tmp_path / "absent"))
     monkeypatch.setattr(options_module.os, "sched_getaffinity", lambda pid: {0})
     assert options_module.default_reply_poll_us() == 0
     monkeypatch.setattr(options_module.os, "sched_getaffinity", lambda pid: {0, 1})
     assert options_module.default_reply_poll_us() == 300
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "window"),
+    [("max 100000\n", 300), ("100000 100000\n", 0), ("150000 100000\n", 0), ("200000 100000\n", 300), ("junk", 300)],
+)
+def test_default_window_follows_the_cgroup_v2_cpu_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cpu_max: str, window: int
+) -> None:
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    monkeypatch.setattr(options_module, "CGROUP_CPU_MAX", str(tmp_path / "cpu.max"))
+    monkeypatch.setattr(options_module, "CGROUP_V1_CPU", str(tmp_path / "absent"))
+    monkeypatch.setattr(options_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert options_module.default_reply_poll_us() == window
+
+
+@pytest.mark.parametrize(("quota", "window"), [("-1", 300), ("100000", 0), ("250000", 300)])
+def test_default_window_follows_the_cgroup_v1_cpu_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, quota: str, window: int
+) -> None:
+    (tmp_path / "cpu.cfs_quota_us").write_text(quota + "\n")
+    (tmp_path / "cpu.cfs_period_us").write_text("100000\n")
+    monkeypatch.setattr(options_module, "CGROUP_CPU_MAX", str(tmp_path / "absent"))
+    monkeypatch.setattr(options_module, "CGROUP_V1_CPU", str(tmp_path))
+    monkeypatch.setattr(options_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert options_module.default_reply_poll_us() == window
 
 
 # -- the flag ----------------------------------------------------------------------------------
