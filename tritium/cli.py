@@ -22,7 +22,7 @@ from typing import Any
 from . import __version__
 from .cli_cloud import add_cloud_flags, cloud_settings, default_model_repositories
 from .cli_network import add_network_flags, network_settings
-from .cli_triton import add_triton_flags, triton_notes
+from .cli_triton import add_triton_flags, non_negative, triton_notes
 from .core.settings.network import DEFAULT_MAX_REQUEST_BYTES
 
 log = logging.getLogger("tritium.server")
@@ -70,16 +70,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid port '{text}' (expected a number from 0 to 65535)") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"invalid port {value} (expected a number from 0 to 65535)")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value '{text}' (expected a whole number, 0 or more)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid value {value} (expected a whole number, 0 or more)")
     return value
 
 
@@ -466,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--reply-poll-us",
-        type=_non_negative_int,
+        type=non_negative("reply poll window"),
         metavar="MICROSECONDS",
         help="tritium: while a single request is in flight, the core polls its worker for the reply this "
         "long before sleeping (faster small requests at low concurrency, at the cost of core CPU; 0: never; "

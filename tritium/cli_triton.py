@@ -141,14 +141,22 @@ def _config_name(text: str) -> str:
     return text
 
 
-def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid retry count '{text}' (expected a number >= 0)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid retry count '{text}' (expected a number >= 0)")
-    return value
+def non_negative(what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= 0, refused as ``invalid <what> '<text>' (expected a number >= 0)``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"invalid {what} '{text}' (expected a number >= 0)")
+        return value
+
+    return parse
+
+
+_retries = non_negative("retry count")
 
 
 def add_triton_flags(p: argparse.ArgumentParser) -> None:
