@@ -51,7 +51,11 @@ def install_perf_analyzer_libraries() -> None:
     """libb64 (apt) and the CUDA runtime library (pip) that perf_analyzer links against, even on a CPU."""
     if not Path("/usr/lib/x86_64-linux-gnu/libb64.so.0d").exists():
         subprocess.run(["apt-get", "install", "-y", "-q", "libb64-0d"], check=True)
-    if importlib.util.find_spec("nvidia.cuda_runtime") is None:
+    try:
+        found = importlib.util.find_spec("nvidia.cuda_runtime") is not None
+    except ModuleNotFoundError:  # no "nvidia" namespace package at all
+        found = False
+    if not found:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "nvidia-cuda-runtime-cu12"], check=True)
 
 
