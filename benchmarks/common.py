@@ -6,6 +6,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ __all__ = [
     "process_cpu_s",
     "ROOT",
     "RESULTS",
+    "python_speed_s",
 ]
 
 
@@ -45,6 +47,23 @@ class Row:
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of ``pid`` so far (from /proc); 0 when it is gone."""
     return perf.process_cpu_s(pid)
+
+
+def python_speed_s(rounds: int = 3) -> float:
+    """Seconds this machine takes for a pure-Python loop of 10**7 integer additions (best of ``rounds``).
+
+    A reading of how fast the machine runs Python at the moment of a benchmark, printed with its
+    tables: tritium's core and workers are Python, Triton's server is C++, so a slower machine
+    (another CPU model, a busy host) lowers tritium's ratios as well as its own figures.
+    """
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def install_perf_analyzer_libraries() -> None:

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import Row, run_perf, write_section  # noqa: E402
+from benchmarks.common import Row, python_speed_s, run_perf, write_section  # noqa: E402
 from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 
@@ -146,8 +146,11 @@ def measure(servers: list[tuple[str, int, str, str]], tag: str, repeat: int, jso
     return [sorted(rows, key=lambda r: r.throughput)[len(rows) // 2] for rows in rounds.values()]
 
 
-def render(rows: list[Row], repeat: int = 1) -> str:
-    """The ``python_backend`` section: every run of :data:`RUNS` both servers have, and the targets."""
+def render(rows: list[Row], repeat: int = 1, speed_s: float | None = None) -> str:
+    """The ``python_backend`` section: every run of :data:`RUNS` both servers have, and the targets.
+
+    :param speed_s: :func:`~benchmarks.common.python_speed_s` measured before the runs.
+    """
     by = {(r.server, r.model, r.protocol, r.concurrency): r for r in rows}
     pairs = [
         (
@@ -168,7 +171,13 @@ def render(rows: list[Row], repeat: int = 1) -> str:
         "(nvidia-pytriton 0.7.0's `tritonserver` with its python backend), with the same client settings; "
         f"both servers up at once, taking turns run by run, {repeat} rounds, each row the median round. "
         "Protocols: `http` and `grpc` are perf_analyzer with binary tensors, `grpc+shm` perf_analyzer with "
-        "inputs and outputs in system shared memory, `http+json` wrk (one thread) with JSON tensors.",
+        "inputs and outputs in system shared memory, `http+json` wrk (one thread) with JSON tensors."
+        + (
+            f" Before the runs this machine took {speed_s:.2f} s for a pure-Python loop of 10**7 additions "
+            "(`benchmarks/common.py: python_speed_s`; the slower the machine runs Python, the lower tritium's ratios)."
+            if speed_s is not None
+            else ""
+        ),
         "",
         "| model | protocol | concurrency | tritium infer/s | Triton infer/s | ratio | tritium p50 (µs) | Triton p50 (µs) | p50 ratio |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -239,9 +248,11 @@ def main() -> None:
     args = parser.parse_args()
     prepare(args)
     tag = time.strftime("%Y%m%d-%H%M%S")
+    speed_s = python_speed_s()
+    print(f"pure-Python loop of 10**7 additions: {speed_s:.2f} s", flush=True)
     with side_by_side(args.triton_venv, "tritium-pybench-") as servers:
         rows = measure(servers, tag, args.repeat, json=not args.skip_json)
-    text = render(rows, args.repeat)
+    text = render(rows, args.repeat, speed_s)
     write_section(args.output, "python_backend", text)
     print(text)
 
