@@ -196,6 +196,8 @@ class InstanceContext:
         self.model_name = model.name
         self.model_version = model.version
         self.instance_name = instance.name
+        #: what Triton's python backend puts before the message of an error of ``execute``
+        self.error_prefix = f"Failed to process the request(s) for model '{instance.name}', message: "
         self.path: str = model.state["path"]
         self.model_dir = os.path.dirname(self.path)
         policy = config.get("model_transaction_policy") or {}
@@ -365,7 +367,7 @@ def _as_coroutine(awaitable: Any) -> Coroutine[Any, Any, Any]:
 def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[Request]) -> None:
     context: InstanceContext = instance.state
     pb_requests = [c_utils.InferenceRequest._incoming(r, context) for r in requests]
-    prefix = f"Failed to process the request(s) for model '{context.instance_name}', message: "
+    prefix = context.error_prefix
     execute = getattr(context.model, "execute", None)
     if execute is None:
         _fail(
@@ -375,7 +377,7 @@ def TRITONBACKEND_ModelInstanceExecute(instance: ModelInstance, requests: list[R
         return
     try:
         result = execute(pb_requests)
-        if inspect.isawaitable(result):
+        if type(result) is not list and inspect.isawaitable(result):
             if context.decoupled:  # as Triton: the next batch may start while this one awaits
                 _in_background(context, result, pb_requests, prefix)
                 return

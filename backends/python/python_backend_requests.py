@@ -160,6 +160,10 @@ class InferenceRequest:
 
     def inputs(self) -> list[Tensor]:
         """The input tensors, in the order the client sent them."""
+        return list(self._tensors())
+
+    def _tensors(self) -> list[Tensor]:
+        """The input tensors (this request's own list: not to be changed), wrapped on first use."""
         if self._inputs is None:
             assert self._state is not None
             types = self._state.context.input_types
@@ -167,7 +171,7 @@ class InferenceRequest:
                 Tensor._wrap(name, array, types.get(name) or _datatype_of(array.dtype))
                 for name, array in self._state.request.inputs.items()
             ]
-        return list(self._inputs)
+        return self._inputs
 
     def requested_output_names(self) -> set[str]:
         """The outputs the client asked for (all outputs of the model when it named none), as a set."""

@@ -97,8 +97,8 @@ def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray:
 
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
     """The input tensor ``name`` of a request, or None."""
-    for tensor in inference_request.inputs():
-        if tensor.name() == name:
+    for tensor in inference_request._tensors():
+        if tensor._name == name:
             return tensor
     return None
 
