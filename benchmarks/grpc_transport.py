@@ -27,10 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.batching import measure  # noqa: E402
 from benchmarks.common import Row, write_section  # noqa: E402
-from benchmarks.python_backend import RUNS, build  # noqa: E402
+from benchmarks.python_backend import build  # noqa: E402
 from benchmarks.triton import TritonServer, add_arguments, prepare  # noqa: E402
 from tests.support.server import ServerProcess, free_port  # noqa: E402
 
+#: (model, concurrency) of each run (models from benchmarks/python_backend.py's build)
+RUNS = [("add_sub", 1), ("add_sub", 8), ("identity_1mib", 4)]
 PLUGINS = """
 [frontends.http]
 enabled = true
