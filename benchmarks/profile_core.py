@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, write_section  # noqa: E402
+from benchmarks.common import ROOT, python_speed_s, write_section  # noqa: E402
 from benchmarks.python_backend import build  # noqa: E402
 
 
@@ -211,7 +211,8 @@ async def _measure(repo: Path, concurrency: int, requests: int, traced: int, req
     }
 
 
-def render(result: dict[str, Any], concurrency: int, body_format: str = "binary") -> str:
+def render(result: dict[str, Any], concurrency: int, body_format: str = "binary", speed_s: float | None = None) -> str:
+    """The ``hot_path`` section; ``speed_s``: :func:`~benchmarks.common.python_speed_s` before the run."""
     total = result["opcodes"]
     lines = [
         "## Where a request's time goes",
@@ -220,7 +221,14 @@ def render(result: dict[str, Any], concurrency: int, body_format: str = "binary"
         f"{' --format json' if body_format == 'json' else ''}`: "
         f"the core in one process on the add_sub python model (FP32 [4] + [4], {body_format} tensors, one "
         f"instance in its worker), {concurrency} in-process HTTP clients keeping requests in flight "
-        "(no client sockets: only the core's own work is counted).",
+        "(no client sockets: only the core's own work is counted)."
+        + (
+            f" Before the run this machine took {speed_s:.2f} s for a pure-Python loop of 10**7 additions "
+            "(`benchmarks/common.py: python_speed_s`): compare CPU figures across runs with it; the bytecode "
+            "counts do not depend on the machine."
+            if speed_s is not None
+            else ""
+        ),
         "",
         f"- **Core CPU per request: {result['cpu_us']:.0f} µs** ({result['rate']:,.0f} requests/s on one core "
         "while the worker runs on the other), system calls to the worker included. A real client adds the "
@@ -262,13 +270,14 @@ def main() -> None:
         run = asyncio.run
     else:
         run = uvloop.run
+    speed_s = python_speed_s()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
         repo.mkdir()
         build(repo)
         request = http_request(args.format)
         result = run(_measure(repo, args.concurrency, args.requests, args.traced, request))
-    text = render(result, args.concurrency, args.format)
+    text = render(result, args.concurrency, args.format, speed_s)
     print(text)
     if args.output is not None:
         write_section(args.output, "hot_path", text)
