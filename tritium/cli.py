@@ -458,9 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--reply-poll-us",
         type=non_negative("reply poll window"),
         metavar="MICROSECONDS",
-        help="tritium: while a single request is in flight, the core polls its worker for the reply this "
+        help="tritium: while a single batch is in flight in the server, the core polls its worker for the reply this "
         "long before sleeping (faster small requests at low concurrency, at the cost of core CPU; 0: never; "
-        "default 300 on machines with two CPUs or more, else 0)",
+        "default 300 where the server may use two CPUs or more, by affinity and cgroup CPU limit, else 0)",
     )
     for flag in NOT_YET:
         p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
