@@ -251,7 +251,10 @@ def render(result: dict[str, Any], concurrency: int, body_format: str = "binary"
         "worker with other frames in one write, answered, rendered and written; each step is tens to a "
         "few hundred bytecodes of plain Python. Halving the core's CPU again needs fewer steps per request "
         "(a frontend process that parses and renders beside the scheduler: see “Using more than one CPU” below) "
-        "or fewer wakeups; compiling these steps as they are written does not (see “Compiling the hot path”).",
+        "or fewer wakeups; compiling these steps as they are written does not (see “Compiling the hot path”). "
+        "docs/performance.md, “Headroom”, measures how short the path must get: the same processes, socket and "
+        "wakeups with no layers answer a JSON request at concurrency 1 well ahead of Triton, and tritium's "
+        "layers would have to cost less than half of what they do now to match Triton's p50.",
     ]
     return "\n".join(lines)
 
