@@ -36,7 +36,7 @@ import uvloop
 LENGTH = struct.Struct("<I")  # each frame: its payload's length in bytes, then the msgpack payload
 
 
-def _frames(buffer: bytearray) -> list[Any]:
+def read_frames(buffer: bytearray) -> list[Any]:
     """Take every complete frame off the front of ``buffer``; return their decoded payloads."""
     messages = []
     while len(buffer) >= LENGTH.size:
@@ -48,7 +48,8 @@ def _frames(buffer: bytearray) -> list[Any]:
     return messages
 
 
-def _frame(message: list[Any]) -> bytes:
+def frame(message: list[Any]) -> bytes:
+    """``message`` as a frame: its payload length, then the msgpack payload."""
     payload = msgpack.packb(message)
     return LENGTH.pack(len(payload)) + payload
 
@@ -61,9 +62,9 @@ def run_worker(sock: socket.socket) -> None:
         if not data:
             return
         buffer += data
-        for request_id, first, second in _frames(buffer):
+        for request_id, first, second in read_frames(buffer):
             a, b = np.frombuffer(first, np.float32), np.frombuffer(second, np.float32)
-            sock.sendall(_frame([request_id, (a + b).tobytes(), (a - b).tobytes()]))
+            sock.sendall(frame([request_id, (a + b).tobytes(), (a - b).tobytes()]))
 
 
 class WorkerLink(asyncio.Protocol):
@@ -82,11 +83,11 @@ class WorkerLink(asyncio.Protocol):
         assert self.transport is not None
         self.next_id += 1
         self.waiting[self.next_id] = on_done
-        self.transport.write(_frame([self.next_id, first, second]))
+        self.transport.write(frame([self.next_id, first, second]))
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        for request_id, total, difference in _frames(self.buffer):
+        for request_id, total, difference in read_frames(self.buffer):
             self.waiting.pop(request_id)(total, difference)
 
 

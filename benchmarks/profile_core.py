@@ -253,8 +253,9 @@ def render(result: dict[str, Any], concurrency: int, body_format: str = "binary"
         "(a frontend process that parses and renders beside the scheduler: see “Using more than one CPU” below) "
         "or fewer wakeups; compiling these steps as they are written does not (see “Compiling the hot path”). "
         "docs/performance.md, “Headroom”, measures how short the path must get: the same processes, socket and "
-        "wakeups with no layers answer a JSON request at concurrency 1 well ahead of Triton, and tritium's "
-        "layers would have to cost less than half of what they do now to match Triton's p50.",
+        "wakeups with no layers answer a JSON request at concurrency 1 well ahead of Triton, and so does a lean "
+        "path that keeps the checks, the shared-memory arena, a scheduler and statistics; tritium's layers would "
+        "have to cost about half of what they do now to match Triton's p50.",
     ]
     return "\n".join(lines)
 
