@@ -142,7 +142,7 @@ def _config_name(text: str) -> str:
 
 
 def non_negative(what: str) -> Callable[[str], int]:
-    """An argparse type: a whole number >= 0, refused as ``invalid <what> '<text>' (expected a number >= 0)``."""
+    """An argparse type: a whole number >= 0, refused as ``invalid <what> '<text>' (expected a whole number >= 0)``."""
 
     def parse(text: str) -> int:
         try:
@@ -150,7 +150,7 @@ def non_negative(what: str) -> Callable[[str], int]:
         except ValueError:
             value = -1
         if value < 0:
-            raise argparse.ArgumentTypeError(f"invalid {what} '{text}' (expected a number >= 0)")
+            raise argparse.ArgumentTypeError(f"invalid {what} '{text}' (expected a whole number >= 0)")
         return value
 
     return parse

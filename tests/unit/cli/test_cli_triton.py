@@ -62,7 +62,7 @@ def test_values_that_ask_for_nothing_are_accepted_with_a_log_line(flags: list[st
         ("--http-thread-count=0", "(1 or more)"),
         ("--grpc-infer-response-compression-level=high", "(none)"),
         ("--response-cache-byte-size=1024", "use --cache-config local,size=<bytes>"),
-        ("--model-load-retry-count=-1", "invalid retry count '-1' (expected a number >= 0)"),
+        ("--model-load-retry-count=-1", "invalid retry count '-1' (expected a whole number >= 0)"),
         ("--model-config-name=a b", "invalid model config name 'a b'"),
         ("--model-config-name=../x", "it names a file in configs/, not a path"),
         ("--id=", "the server id must not be empty"),

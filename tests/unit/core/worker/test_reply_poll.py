@@ -97,7 +97,9 @@ def test_flag_refuses_bad_values(tmp_path: Any, value: str, capsys: pytest.Captu
     with pytest.raises(SystemExit) as exc:
         parse_args(["--model-repository", str(tmp_path), "--reply-poll-us", value])
     assert exc.value.code == 2
-    assert "--reply-poll-us" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--reply-poll-us" in err
+    assert f"invalid reply poll window '{value}' (expected a whole number >= 0)" in err
 
 
 # -- the channel -------------------------------------------------------------------------------
