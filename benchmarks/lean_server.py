@@ -40,13 +40,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-import httptools
 import msgspec
 import numpy as np
 import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from minimal_server import frame, read_frames  # noqa: E402
+from minimal_server import HTTPReader, frame, read_frames, received_frames  # noqa: E402
 
 SIGNATURE = {"INPUT0": ("FP32", [4]), "INPUT1": ("FP32", [4])}
 OUTPUTS = ("OUTPUT0", "OUTPUT1")
@@ -127,31 +126,25 @@ def execute(requests: Sequence[Request]) -> list[Response]:
 def run_worker(sock: socket.socket, arena: mmap.mmap) -> None:
     """Frames ``[id, inputs, released output offsets]`` in; ``[id, [input, infer, output] ns, outputs]`` out."""
     slots = Slots(SLOTS_PER_SIDE)
-    buffer = bytearray()
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            return
-        buffer += data
-        for request_id, inputs, released in read_frames(buffer):
-            for offset in released:
-                slots.free(offset)
-            start = time.perf_counter_ns()
-            tensors = [
-                Tensor(name, np.frombuffer(arena, np.float32, nbytes // 4, offset).reshape(shape))
-                for name, _datatype, shape, offset, nbytes in inputs
-            ]
-            computed = time.perf_counter_ns()
-            (response,) = execute([Request(tensors)])
-            executed = time.perf_counter_ns()
-            outputs = []
-            for tensor in response.output_tensors:
-                array = np.ascontiguousarray(tensor.array, np.float32)
-                offset = slots.allocate()
-                arena[offset : offset + array.nbytes] = array.tobytes()
-                outputs.append([tensor.name, "FP32", list(array.shape), offset, array.nbytes])
-            done = time.perf_counter_ns()
-            sock.sendall(frame([request_id, [computed - start, executed - computed, done - executed], outputs]))
+    for request_id, inputs, released in received_frames(sock):
+        for offset in released:
+            slots.free(offset)
+        start = time.perf_counter_ns()
+        tensors = [
+            Tensor(name, np.frombuffer(arena, np.float32, nbytes // 4, offset).reshape(shape))
+            for name, _datatype, shape, offset, nbytes in inputs
+        ]
+        computed = time.perf_counter_ns()
+        (response,) = execute([Request(tensors)])
+        executed = time.perf_counter_ns()
+        outputs = []
+        for tensor in response.output_tensors:
+            array = np.ascontiguousarray(tensor.array, np.float32)
+            offset = slots.allocate()
+            arena[offset : offset + array.nbytes] = array.tobytes()
+            outputs.append([tensor.name, "FP32", list(array.shape), offset, array.nbytes])
+        done = time.perf_counter_ns()
+        sock.sendall(frame([request_id, [computed - start, executed - computed, done - executed], outputs]))
 
 
 # -- the core ---------------------------------------------------------------------------------
@@ -231,7 +224,6 @@ class Scheduler(asyncio.Protocol):
 
 
 _decoder = msgspec.json.Decoder()
-_encoder = msgspec.json.Encoder()
 
 
 def check(request: Any) -> str | None:
@@ -261,35 +253,23 @@ def check(request: Any) -> str | None:
     return None
 
 
-class HTTPConnection(asyncio.Protocol):
+class HTTPConnection(HTTPReader):
     """One client connection: every request is taken as an add_sub infer request."""
 
     def __init__(self, scheduler: Scheduler) -> None:
+        super().__init__()
         self.scheduler = scheduler
-        self.body: list[bytes] = []
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport subclass
-
-    def data_received(self, data: bytes) -> None:
-        self.parser.feed_data(data)
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(body)
 
     def on_message_complete(self) -> None:
         start = time.perf_counter_ns()
-        body, self.body = b"".join(self.body), []
         try:
-            request = _decoder.decode(body)
+            request = _decoder.decode(self.take_body())
         except msgspec.DecodeError as exc:
-            self._write(400, {"error": f"failed to parse the request JSON buffer: {exc}"})
+            self.write_json(400, {"error": f"failed to parse the request JSON buffer: {exc}"})
             return
         problem = check(request)
         if problem is not None:
-            self._write(400, {"error": problem})
+            self.write_json(400, {"error": problem})
             return
         scheduler = self.scheduler
         descriptors, offsets = [], []
@@ -301,7 +281,7 @@ class HTTPConnection(asyncio.Protocol):
             except (TypeError, ValueError) as exc:
                 for taken in (*offsets, offset):
                     scheduler.slots.free(taken)
-                self._write(400, {"error": f"unable to parse 'data': {exc}"})
+                self.write_json(400, {"error": f"unable to parse 'data': {exc}"})
                 return
             offsets.append(offset)
             descriptors.append([tensor["name"], "FP32", [4], offset, 16])
@@ -317,16 +297,7 @@ class HTTPConnection(asyncio.Protocol):
             }
             for name, datatype, shape, offset, nbytes in outputs
         ]
-        self._write(200, {"model_name": "add_sub", "model_version": "1", "outputs": rendered})
-
-    def _write(self, status: int, document: dict[str, Any]) -> None:
-        assert self.transport is not None
-        if self.transport.is_closing():  # the client left (wrk stops with requests in flight)
-            return
-        body = _encoder.encode(document)
-        reason = b"OK" if status == 200 else b"Bad Request"
-        head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-        self.transport.write(head % (status, reason, len(body)) + body)
+        self.write_json(200, {"model_name": "add_sub", "model_version": "1", "outputs": rendered})
 
 
 async def serve(port: int, core_end: socket.socket, arena: mmap.mmap) -> None:

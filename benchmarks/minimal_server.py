@@ -24,7 +24,7 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import httptools
@@ -54,17 +54,19 @@ def frame(message: list[Any]) -> bytes:
     return LENGTH.pack(len(payload)) + payload
 
 
+def received_frames(sock: socket.socket) -> Iterator[Any]:
+    """A blocking socket's frames, decoded, until the peer closes it."""
+    buffer = bytearray()
+    while data := sock.recv(65536):
+        buffer += data
+        yield from read_frames(buffer)
+
+
 def run_worker(sock: socket.socket) -> None:
     """The worker: ``[id, INPUT0 bytes, INPUT1 bytes]`` in, ``[id, OUTPUT0 bytes, OUTPUT1 bytes]`` out."""
-    buffer = bytearray()
-    while True:
-        data = sock.recv(65536)
-        if not data:
-            return
-        buffer += data
-        for request_id, first, second in read_frames(buffer):
-            a, b = np.frombuffer(first, np.float32), np.frombuffer(second, np.float32)
-            sock.sendall(frame([request_id, (a + b).tobytes(), (a - b).tobytes()]))
+    for request_id, first, second in received_frames(sock):
+        a, b = np.frombuffer(first, np.float32), np.frombuffer(second, np.float32)
+        sock.sendall(frame([request_id, (a + b).tobytes(), (a - b).tobytes()]))
 
 
 class WorkerLink(asyncio.Protocol):
@@ -95,11 +97,10 @@ _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
 
-class HTTPConnection(asyncio.Protocol):
-    """One client connection: every request is taken as an add_sub infer request."""
+class HTTPReader(asyncio.Protocol):
+    """One client connection's HTTP/1.1 parsing and answers; subclasses handle each complete request."""
 
-    def __init__(self, link: WorkerLink) -> None:
-        self.link = link
+    def __init__(self) -> None:
         self.body: list[bytes] = []
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -113,23 +114,40 @@ class HTTPConnection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
 
+    def take_body(self) -> bytes:
+        """The complete request's body (the next request starts empty)."""
+        body, self.body = b"".join(self.body), []
+        return body
+
+    def write_json(self, status: int, document: dict[str, Any]) -> None:
+        """Answer with ``document`` as JSON; nothing when the client has left (wrk stops with requests in flight)."""
+        assert self.transport is not None
+        if self.transport.is_closing():
+            return
+        body = _encoder.encode(document)
+        reason = b"OK" if status == 200 else b"Bad Request"
+        head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+        self.transport.write(head % (status, reason, len(body)) + body)
+
+
+class HTTPConnection(HTTPReader):
+    """One client connection: every request is taken as an add_sub infer request."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        super().__init__()
+        self.link = link
+
     def on_message_complete(self) -> None:
-        request = _decoder.decode(b"".join(self.body))
-        self.body = []
+        request = _decoder.decode(self.take_body())
         tensors = {t["name"]: np.asarray(t["data"], np.float32).tobytes() for t in request["inputs"]}
         self.link.send(tensors["INPUT0"], tensors["INPUT1"], self.respond)
 
     def respond(self, total: bytes, difference: bytes) -> None:
-        assert self.transport is not None
-        if self.transport.is_closing():  # the client left (wrk stops with requests in flight)
-            return
         outputs = [
             {"name": name, "datatype": "FP32", "shape": [4], "data": np.frombuffer(data, np.float32).tolist()}
             for name, data in (("OUTPUT0", total), ("OUTPUT1", difference))
         ]
-        body = _encoder.encode({"model_name": "add_sub", "model_version": "1", "outputs": outputs})
-        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-        self.transport.write(head + body)
+        self.write_json(200, {"model_name": "add_sub", "model_version": "1", "outputs": outputs})
 
 
 async def serve(port: int, core_end: socket.socket) -> None:
