@@ -176,7 +176,7 @@ class Pending:
         self.inputs = inputs
         self.input_offsets = offsets
         self.start_ns = start
-        self.queued_ns = start
+        self.queued_ns = 0  # set when it leaves the queue
 
 
 class Scheduler(asyncio.Protocol):
@@ -248,8 +248,9 @@ def check(request: Any) -> str | None:
         if not isinstance(data, list) or len(data) != shape[0]:
             return f"unexpected number of elements in input '{name}'"
     for output in request.get("outputs") or ():
-        if output.get("name") not in OUTPUTS:
-            return f"unexpected inference output '{output.get('name')}' for model 'add_sub'"
+        name = output.get("name") if isinstance(output, dict) else None
+        if name not in OUTPUTS:
+            return f"unexpected inference output '{name}' for model 'add_sub'"
     return None
 
 
